@@ -1,0 +1,35 @@
+# The two commands that work on a fresh Debian 12 machine (as root):
+#   make demo   from nothing to a finished sweep on the embedded dev cluster, with its report
+#   make test   every test: lint, unit, promtool, live (real dev cluster + stack)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CEPHSCOPE := $(VENV)/bin/cephscope
+DEMO_STATE ?= $(HOME)/.local/state/cephscope/demo
+
+.PHONY: setup demo demo-down test test-unit lint bench clean
+
+setup:
+	bash deploy/install.sh
+
+demo: setup
+	bash deploy/demo.sh "$(DEMO_STATE)"
+
+demo-down:
+	-$(CEPHSCOPE) stack down --state-dir "$(DEMO_STATE)/stack"
+	-$(CEPHSCOPE) devcluster down --state-dir "$(DEMO_STATE)/cluster"
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+test: setup
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -p no:cacheprovider -ra tests
+
+test-unit: setup
+	$(PY) -m pytest -p no:cacheprovider -ra -m "not live" tests
+
+bench: setup
+	$(PY) benchmarks/scrape_cost.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,54 @@
+"""`cephscope` command: one entry point, one sub-command per part.
+
+Each part owns a module exposing ``add_arguments(parser)`` and ``run(args) -> int``;
+they are imported lazily so that `cephscope devcluster` does not pay for matplotlib.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from cephscope import __version__
+
+# sub-command -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "devcluster": ("cephscope.deploy.devcluster_cli", "real single-host Ceph dev cluster on 127.0.0.1"),
+    "stack": ("cephscope.deploy.stack_cli", "local Prometheus/Alertmanager/node_exporter stack"),
+    "sweep": ("cephscope.runner.sweep_cli", "run a parametric benchmark sweep"),
+    "report": ("cephscope.runner.report_cli", "write the report of a finished run"),
+    "compare": ("cephscope.runner.compare_cli", "compare two runs step by step"),
+    "dashboards": ("cephscope.dashboards.build", "build the Grafana dashboards JSON"),
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cephscope", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"cephscope {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        sp = sub.add_parser(name, help=help_text, description=help_text)
+        if name != only:
+            continue
+        module = importlib.import_module(module_name)
+        module.add_arguments(sp)
+        sp.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    # Import only the module of the sub-command being run.
+    only = next((a for a in argv if a in SUBCOMMANDS), None)
+    parser = build_parser(only)
+    args = parser.parse_args(argv)
+    try:
+        return int(args._module.run(args) or 0)
+    except KeyboardInterrupt:
+        print("cephscope: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

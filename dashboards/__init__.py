@@ -1,0 +1,1 @@
+"""Grafana dashboards as code; a build step that writes JSON."""

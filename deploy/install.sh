@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs what cephscope needs on Debian 12 (as root): Ceph 16.2, Prometheus,
+# Alertmanager, node_exporter, fio from Debian's packages, and the project's venv.
+# Idempotent: a second run only checks.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${CEPHSCOPE_VENV:-$repo_root/.venv}"
+
+debian_packages=(
+    ceph-mon ceph-mgr ceph-osd ceph-common python3-rados python3-rbd
+    prometheus prometheus-alertmanager prometheus-node-exporter
+    fio python3-venv util-linux iproute2
+)
+
+missing=()
+for pkg in "${debian_packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$pkg")
+    fi
+done
+
+if ((${#missing[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "install: missing Debian packages (${missing[*]}); run as root or install them first" >&2
+        exit 1
+    fi
+    echo "install: apt-get install ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # policy-rc.d keeps package scripts from starting daemons of their own.
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    rm -f /usr/sbin/policy-rc.d
+fi
+
+# python3-rados is built for Debian's interpreter: the venv must come from it.
+if [[ ! -x "$venv/bin/python" ]]; then
+    echo "install: creating $venv"
+    /usr/bin/python3 -m venv --system-site-packages "$venv"
+fi
+stamp="$venv/.cephscope-installed"
+if [[ ! -f "$stamp" || "$repo_root/pyproject.toml" -nt "$stamp" ]]; then
+    "$venv/bin/pip" install -q --upgrade pip >/dev/null
+    "$venv/bin/pip" install -q -e "$repo_root[dev]"
+    touch "$stamp"
+fi
+"$venv/bin/python" -c 'import rados, rbd' || {
+    echo "install: the venv cannot import rados/rbd (python3-rados, python3-rbd)" >&2
+    exit 1
+}
+echo "install: ok ($venv)"

@@ -1,0 +1,1 @@
+"""Sweep runner: CBT-style parametric sweeps with phase tagging."""
