@@ -1,1 +1,1 @@
-
+"""Benchmarks with one lifecycle (see `base`). `BENCHMARKS` maps CBT names to classes."""

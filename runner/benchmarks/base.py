@@ -1,0 +1,129 @@
+"""The benchmark lifecycle shared by every benchmark: prepare / run / parse / cleanup.
+
+The runner drives one `Benchmark` instance per step:
+
+    bench = BENCHMARKS[name](params)      # params: this step's resolved benchmark parameters
+    bench.prepare(ctx)                    # e.g. create/fill objects, check the rbd image
+    for mode in bench.modes():            # e.g. ["write", "seq"] for rados bench
+        ctx.set_mode(mode)                # runner tags the phase (cephscope_step_info{mode=...})
+        raw_files = bench.run(mode, ctx)  # runs the real tool (argv lists only), writes raw output
+        results.append(bench.parse(mode, ctx))
+    bench.cleanup(ctx)                    # always, also after a failure
+
+Benchmarks never talk to Prometheus or the results layout beyond `ctx.step_dir`; the runner owns
+those. Live per-second client figures go through `ctx.report_progress`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class ClusterAccess:
+    """How a benchmark reaches the cluster: a ceph.conf and a client identity."""
+
+    conf_path: Path
+    client_name: str = "client.admin"
+    keyring_path: Path | None = None
+
+    def common_args(self) -> list[str]:
+        args = ["-c", str(self.conf_path), "-n", self.client_name]
+        if self.keyring_path is not None:
+            args += ["-k", str(self.keyring_path)]
+        return args
+
+
+@dataclass(frozen=True)
+class LiveSample:
+    """One per-second client figure as the tool printed it."""
+
+    timestamp: float
+    ops_per_second: float | None = None
+    bytes_per_second: float | None = None
+    latency_seconds: float | None = None
+    ops_in_flight: float | None = None
+
+
+@dataclass
+class BenchContext:
+    cluster: ClusterAccess
+    pool: str
+    step_dir: Path
+    run_id: str
+    step_id: str
+    # Called by the benchmark for every per-second line it parses while the tool runs.
+    report_progress: Callable[[str, LiveSample], None] = lambda mode, sample: None
+    # Extra environment for the tool (e.g. CEPH_CONF); never a shell.
+    env: Mapping[str, str] = field(default_factory=dict)
+    timeout_seconds: float = 3600.0
+
+
+@dataclass
+class BenchResult:
+    """Parsed result of one mode of one step, in base units."""
+
+    benchmark: str
+    mode: str
+    iops: float
+    bandwidth_bytes_per_second: float
+    latency_avg_seconds: float | None = None
+    latency_min_seconds: float | None = None
+    latency_max_seconds: float | None = None
+    latency_stddev_seconds: float | None = None
+    # e.g. {"50": 0.001, "99": 0.004, "99.9": 0.01} where the tool reports them
+    latency_percentiles_seconds: dict[str, float] = field(default_factory=dict)
+    runtime_seconds: float | None = None
+    ops: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class BenchmarkError(RuntimeError):
+    """A benchmark tool failed or its output could not be understood."""
+
+
+class Benchmark(abc.ABC):
+    """One benchmark tool. Subclasses are registered in `cephscope.runner.benchmarks.BENCHMARKS`."""
+
+    #: the CBT name of the benchmark (`radosbench`, `librbdfio`)
+    name: ClassVar[str]
+    #: parameter name -> python type(s) accepted per value (for spec validation)
+    parameters: ClassVar[Mapping[str, tuple[type, ...]]]
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        self.params = dict(params)
+
+    @classmethod
+    def validate(cls, params: Mapping[str, Any]) -> list[str]:
+        """Return problems with one step's resolved params (empty list = fine)."""
+        return []
+
+    @classmethod
+    def estimated_seconds(cls, params: Mapping[str, Any]) -> float:
+        """Rough wall time of one step, for `--dry-run` and the ETA."""
+        return 0.0
+
+    @abc.abstractmethod
+    def modes(self) -> Sequence[str]:
+        """The modes this step runs, in order (e.g. write then seq)."""
+
+    def prepare(self, ctx: BenchContext) -> None:  # noqa: B027 - optional hook
+        """Set up before the first mode runs."""
+
+    @abc.abstractmethod
+    def run(self, mode: str, ctx: BenchContext) -> list[Path]:
+        """Run the tool for one mode; write its raw output under ctx.step_dir; return the files."""
+
+    @abc.abstractmethod
+    def parse(self, mode: str, ctx: BenchContext) -> BenchResult:
+        """Parse the raw output that `run` wrote for `mode`."""
+
+    def cleanup(self, ctx: BenchContext) -> None:  # noqa: B027 - optional hook
+        """Remove what prepare/run left in the cluster (called also after failures)."""
