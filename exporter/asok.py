@@ -1,0 +1,284 @@
+"""Ceph admin-socket client speaking the raw protocol, and socket discovery.
+
+Protocol (src/common/admin_socket.cc): connect to the AF_UNIX socket, send the JSON
+command followed by a NUL byte, read a 4-byte big-endian length and then that many bytes
+of response. The daemon closes the connection after one command, so every command is
+one connection. No ``ceph daemon`` subprocess: that costs 100-160 ms per call, the raw
+socket well under a millisecond for a ``perf dump``.
+
+Only read-only commands are allowed (:data:`READ_ONLY_COMMANDS`); the exporter and the
+runner's ``config get`` verification share this client, and neither may change a daemon.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import struct
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_ASOK_DIR = "/var/run/ceph"
+DEFAULT_TIMEOUT_SECONDS = 2.0
+# A perf dump of an OSD is ~100-300 KiB and config show ~100 KiB; historic ops can be a few
+# MiB. Anything beyond this is a broken length prefix, not a response worth reading.
+DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+
+# Commands (the "prefix" of the JSON command) that only read state. `config set`,
+# `injectargs`, `flush_*`, `perf reset` and friends are deliberately absent.
+READ_ONLY_COMMANDS: frozenset[str] = frozenset(
+    {
+        "perf dump",
+        "perf schema",
+        "perf histogram dump",
+        "perf histogram schema",
+        "dump_op_pq_state",
+        "dump_ops_in_flight",
+        "ops",
+        "dump_blocked_ops",
+        "dump_historic_ops",
+        "dump_historic_ops_by_duration",
+        "dump_historic_slow_ops",
+        "status",
+        "version",
+        "git_version",
+        "config get",
+        "config show",
+        "config diff",
+        "get_command_descriptions",
+        "dump_mempools",
+        "dump_osd_network",
+        "dump_scrubs",
+        "dump_recovery_reservations",
+        "dump_reservations",
+        "objecter_requests",
+        "bluestore bluefs device info",
+        "bluefs stats",
+    }
+)
+
+_LENGTH = struct.Struct(">I")
+
+
+class AsokError(Exception):
+    """Any failure talking to an admin socket. ``path`` names the socket."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+class AsokNotAllowedError(AsokError):
+    """The command is not in the read-only allowlist (never sent)."""
+
+
+class AsokConnectError(AsokError):
+    """The socket file is missing or nothing listens on it."""
+
+
+class AsokTimeoutError(AsokError):
+    """The daemon did not answer completely within the timeout."""
+
+
+class AsokProtocolError(AsokError):
+    """The response frame is broken: short read, closed mid-frame, oversized length."""
+
+
+class AsokJSONError(AsokError):
+    """The response is not the JSON the command should return."""
+
+
+class AsokCommandError(AsokError):
+    """The daemon answered but refused or failed the command (e.g. unknown command)."""
+
+
+def _recv_exactly(sock: socket.socket, size: int, deadline: float, path: str) -> bytes:
+    chunks: list[bytes] = []
+    remaining = size
+    while remaining > 0:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AsokTimeoutError(path, f"timed out with {size - remaining}/{size} bytes read")
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(min(remaining, 1 << 20))
+        except TimeoutError:
+            raise AsokTimeoutError(
+                path, f"timed out with {size - remaining}/{size} bytes read"
+            ) from None
+        except OSError as err:
+            raise AsokProtocolError(path, f"read failed: {err}") from None
+        if not chunk:
+            raise AsokProtocolError(
+                path, f"connection closed after {size - remaining} of {size} bytes"
+            )
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+@dataclass(frozen=True)
+class RawResponse:
+    """One command's response bytes and the pid of the process that answered."""
+
+    payload: bytes
+    # SO_PEERCRED pid of the daemon (0 if it lives in a pid namespace we cannot see).
+    peer_pid: int | None
+
+
+def request_raw(
+    path: str,
+    command: dict[str, Any],
+    *,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+) -> RawResponse:
+    """Send one allowlisted command and return the raw response (one connection)."""
+    prefix = command.get("prefix")
+    if prefix not in READ_ONLY_COMMANDS:
+        raise AsokNotAllowedError(path, f"command {prefix!r} is not an allowed read-only command")
+    deadline = time.monotonic() + timeout
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(max(timeout, 0.001))
+        try:
+            sock.connect(path)
+        except TimeoutError:
+            raise AsokTimeoutError(path, "timed out connecting") from None
+        except (FileNotFoundError, ConnectionRefusedError) as err:
+            raise AsokConnectError(path, f"cannot connect: {err.strerror}") from None
+        except OSError as err:
+            raise AsokConnectError(path, f"cannot connect: {err}") from None
+        peer_pid: int | None = None
+        try:
+            creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            peer_pid = struct.unpack("3i", creds)[0]
+        except OSError:
+            peer_pid = None
+        try:
+            sock.sendall(json.dumps(command).encode() + b"\0")
+        except TimeoutError:
+            raise AsokTimeoutError(path, "timed out sending the command") from None
+        except OSError as err:
+            raise AsokProtocolError(path, f"send failed: {err}") from None
+        (length,) = _LENGTH.unpack(_recv_exactly(sock, _LENGTH.size, deadline, path))
+        if length > max_response_bytes:
+            raise AsokProtocolError(
+                path, f"response length {length} exceeds the limit of {max_response_bytes} bytes"
+            )
+        payload = _recv_exactly(sock, length, deadline, path)
+        return RawResponse(payload, peer_pid)
+    finally:
+        sock.close()
+
+
+def decode_response(path: str, prefix: str, payload: bytes) -> Any:
+    """Parse a response payload as JSON; an ``ERROR...`` text is a command failure."""
+    if payload.startswith(b"ERROR"):
+        text = payload[:200].decode(errors="replace").strip()
+        raise AsokCommandError(path, f"{prefix!r} failed: {text}")
+    try:
+        return json.loads(payload)
+    except (ValueError, UnicodeDecodeError) as err:
+        head = payload[:60].decode(errors="replace")
+        raise AsokJSONError(path, f"{prefix!r} returned invalid JSON ({err}): {head!r}") from None
+
+
+class AsokClient:
+    """Client of one admin socket. Thread-safe: holds no connection between commands."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.timeout = timeout
+        self.max_response_bytes = max_response_bytes
+
+    def command_raw(self, prefix: str, *, timeout: float | None = None, **args: Any) -> RawResponse:
+        cmd = {"prefix": prefix, **args}
+        return request_raw(
+            self.path,
+            cmd,
+            timeout=self.timeout if timeout is None else timeout,
+            max_response_bytes=self.max_response_bytes,
+        )
+
+    def command(self, prefix: str, *, timeout: float | None = None, **args: Any) -> Any:
+        """Run one command and return its parsed JSON (``format`` json is implied)."""
+        raw = self.command_raw(prefix, timeout=timeout, **args)
+        return decode_response(self.path, prefix, raw.payload)
+
+    def config_get(self, option: str, *, timeout: float | None = None) -> str:
+        """The running value of one config option, as the daemon reports it (a string)."""
+        result = self.command("config get", var=option, timeout=timeout)
+        if not isinstance(result, dict) or option not in result:
+            raise AsokJSONError(self.path, f"'config get {option}' returned {result!r}")
+        return str(result[option])
+
+
+# <cluster>-<type>.<id>.asok, e.g. ceph-osd.3.asok, ceph-mon.a.asok, ceph-mds.x.asok.
+# Client sockets (ceph-client.admin.<pid>.<cookie>.asok) are short-lived tools: skipped.
+_ASOK_NAME = re.compile(r"^(?P<cluster>[A-Za-z0-9_]+)-(?P<type>[a-z_-]+)\.(?P<id>[^/]+)\.asok$")
+
+
+@dataclass(frozen=True, order=True)
+class Daemon:
+    """One Ceph daemon found by its admin socket."""
+
+    name: str  # "osd.3": the ceph_daemon label value
+    type: str  # "osd"
+    id: str  # "3"
+    cluster: str  # "ceph"
+    asok_path: str
+
+
+def daemon_from_asok_path(path: str | os.PathLike[str]) -> Daemon | None:
+    """Parse a socket file name; None for names that are not a daemon's socket."""
+    path = os.fspath(path)
+    match = _ASOK_NAME.match(os.path.basename(path))
+    if not match:
+        return None
+    dtype, did = match["type"], match["id"]
+    if dtype == "client":
+        return None
+    return Daemon(f"{dtype}.{did}", dtype, did, match["cluster"], path)
+
+
+def discover_daemons(
+    asok_dir: str | os.PathLike[str], daemon_types: Iterable[str] | None = None
+) -> list[Daemon]:
+    """Daemons with a socket in ``asok_dir`` or one level below (cephadm's <fsid>/ dirs).
+
+    Sorted by name; when two sockets give the same daemon name the first path wins.
+    """
+    wanted = None if daemon_types is None else frozenset(daemon_types)
+    base = Path(asok_dir)
+    found: dict[str, Daemon] = {}
+    candidates: list[Path] = []
+    try:
+        entries = sorted(base.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        if entry.name.endswith(".asok"):
+            candidates.append(entry)
+        elif entry.is_dir():
+            try:
+                candidates.extend(sorted(entry.glob("*.asok")))
+            except OSError:
+                continue
+    for path in candidates:
+        daemon = daemon_from_asok_path(path)
+        if daemon is None or (wanted is not None and daemon.type not in wanted):
+            continue
+        found.setdefault(daemon.name, daemon)
+    return sorted(found.values())

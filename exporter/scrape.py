@@ -1,0 +1,234 @@
+"""One scrape: discover daemons, run collectors in parallel under a deadline, merge.
+
+Always emitted, whatever fails: ``cephscope_daemon_up{ceph_daemon}``,
+``cephscope_scrape_collector_success{collector}``,
+``cephscope_scrape_collector_duration_seconds{collector}`` and
+``cephscope_exporter_build_info``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import platform
+import time
+from dataclasses import dataclass, field
+
+from cephscope.exporter.asok import AsokCommandError, AsokError, Daemon, discover_daemons
+from cephscope.exporter.collector import (
+    Collector,
+    DaemonCollector,
+    DaemonSession,
+    HostCollector,
+    HostContext,
+)
+from cephscope.exporter.exposition import MetricFamily, MetricSink, render_labels
+
+from cephscope import __version__
+
+log = logging.getLogger("cephscope.exporter")
+
+
+@dataclass
+class ScrapeSettings:
+    asok_dir: str
+    daemon_types: frozenset[str] | None = None  # None: every type a collector handles
+    call_timeout: float = 2.0
+    max_response_bytes: int = 64 * 1024 * 1024
+    default_timeout: float = 10.0  # when Prometheus sends no timeout header
+    timeout_offset: float = 0.5
+    max_parallel: int = 16
+
+
+@dataclass
+class _DaemonOutcome:
+    up: bool = True
+    sinks: list[MetricSink] = field(default_factory=list)
+    # collector name -> (succeeded, seconds)
+    results: dict[str, tuple[bool, float]] = field(default_factory=dict)
+
+
+class Scraper:
+    """Runs scrapes. Owns the collectors (and so their caches) and a thread pool."""
+
+    def __init__(self, collectors: list[Collector], settings: ScrapeSettings) -> None:
+        self.settings = settings
+        self.collectors = collectors
+        self.daemon_collectors = [c for c in collectors if isinstance(c, DaemonCollector)]
+        self.host_collectors = [c for c in collectors if isinstance(c, HostCollector)]
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max(1, settings.max_parallel), thread_name_prefix="scrape"
+        )
+        self._known_daemons: set[str] = set()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def deadline_from(self, timeout_header: str | None) -> float:
+        """Monotonic deadline from ``X-Prometheus-Scrape-Timeout-Seconds`` (or default)."""
+        timeout = self.settings.default_timeout
+        if timeout_header:
+            try:
+                timeout = float(timeout_header)
+            except ValueError:
+                log.warning("ignoring bad scrape timeout header %r", timeout_header)
+        budget = max(timeout - self.settings.timeout_offset, 0.05)
+        return time.monotonic() + budget
+
+    def wanted_daemon_types(self) -> frozenset[str] | None:
+        types: set[str] = set()
+        for collector in self.daemon_collectors:
+            if collector.daemon_types is None:
+                return self.settings.daemon_types
+            types |= collector.daemon_types
+        if self.settings.daemon_types is not None:
+            types &= self.settings.daemon_types
+        return frozenset(types)
+
+    def _scrape_daemon(self, daemon: Daemon, deadline: float) -> _DaemonOutcome:
+        session = DaemonSession(
+            daemon,
+            deadline=deadline,
+            call_timeout=self.settings.call_timeout,
+            max_response_bytes=self.settings.max_response_bytes,
+        )
+        outcome = _DaemonOutcome()
+        for collector in self.daemon_collectors:
+            if not collector.handles(daemon):
+                continue
+            sink = MetricSink()
+            started = time.monotonic()
+            ok = True
+            try:
+                collector.collect_daemon(session, sink)
+            except AsokCommandError as err:
+                ok = False
+                log.warning("collector %s on %s: %s", collector.name, daemon.name, err)
+            except AsokError as err:
+                # The daemon's fault (dead, hung, garbage): costs its series, not the collector.
+                log.info("collector %s on %s: %s", collector.name, daemon.name, err)
+            except Exception:
+                ok = False
+                log.exception("collector %s failed on %s", collector.name, daemon.name)
+            else:
+                outcome.sinks.append(sink)
+            outcome.results[collector.name] = (ok, time.monotonic() - started)
+        outcome.up = session.transport_error is None
+        return outcome
+
+    def _scrape_host(self, collector: HostCollector, ctx: HostContext) -> tuple[MetricSink, bool]:
+        sink = MetricSink()
+        try:
+            collector.collect_host(ctx, sink)
+        except Exception:
+            log.exception("collector %s failed", collector.name)
+            return sink, False
+        return sink, True
+
+    def scrape(self, deadline: float) -> list[MetricFamily]:
+        """All families of one scrape; returns by ``deadline`` (monotonic seconds)."""
+        scrape_started = time.monotonic()
+        daemons = discover_daemons(self.settings.asok_dir, self.wanted_daemon_types())
+        names = {d.name for d in daemons}
+        for gone in self._known_daemons - names:
+            for collector in self.daemon_collectors:
+                collector.forget_daemon(gone)
+        self._known_daemons = names
+
+        daemon_futures = {
+            self._pool.submit(self._scrape_daemon, d, deadline): d
+            for d in daemons
+            if any(c.handles(d) for c in self.daemon_collectors)
+        }
+        ctx = HostContext(
+            daemons,
+            asok_dir=self.settings.asok_dir,
+            deadline=deadline,
+            call_timeout=self.settings.call_timeout,
+            max_response_bytes=self.settings.max_response_bytes,
+        )
+        host_futures = {
+            self._pool.submit(self._timed_host, c, ctx): c for c in self.host_collectors
+        }
+        all_futures = [*daemon_futures, *host_futures]
+        concurrent.futures.wait(all_futures, timeout=max(deadline - time.monotonic(), 0))
+
+        merged = MetricSink()
+        success: dict[str, bool] = {c.name: True for c in self.collectors}
+        duration: dict[str, float] = {c.name: 0.0 for c in self.collectors}
+        up_family = MetricFamily(
+            "cephscope_daemon_up",
+            "gauge",
+            "1 if the daemon's admin socket answered every command of this scrape, else 0.",
+        )
+        outcomes: dict[str, _DaemonOutcome] = {}
+        for future, daemon in daemon_futures.items():
+            if future.done() and not future.cancelled() and future.exception() is None:
+                outcomes[daemon.name] = future.result()
+            else:
+                future.cancel()
+                outcomes[daemon.name] = _DaemonOutcome(up=False)
+                log.warning("%s: no answer before the scrape deadline", daemon.name)
+        # Collector order first, daemons sorted within: stable exposition.
+        for collector in self.daemon_collectors:
+            for name in sorted(outcomes):
+                result = outcomes[name].results.get(collector.name)
+                if result is not None:
+                    ok, seconds = result
+                    success[collector.name] &= ok
+                    # Daemons run in parallel: the slowest daemon is the collector's cost.
+                    duration[collector.name] = max(duration[collector.name], seconds)
+        for name in sorted(outcomes):
+            for sink in outcomes[name].sinks:
+                merged.extend(sink.families.values())
+            up_family.add_rendered(
+                render_labels({"ceph_daemon": name}), 1 if outcomes[name].up else 0
+            )
+        for future, collector in host_futures.items():
+            if future.done() and not future.cancelled() and future.exception() is None:
+                sink, ok, seconds = future.result()
+                merged.extend(sink.families.values())
+                success[collector.name] = ok
+                duration[collector.name] = seconds
+            else:
+                future.cancel()
+                success[collector.name] = False
+                duration[collector.name] = time.monotonic() - scrape_started
+                log.warning("collector %s: not done before the scrape deadline", collector.name)
+
+        success_family = MetricFamily(
+            "cephscope_scrape_collector_success",
+            "gauge",
+            "1 if the collector succeeded on every daemon it ran on in this scrape, else 0.",
+        )
+        duration_family = MetricFamily(
+            "cephscope_scrape_collector_duration_seconds",
+            "gauge",
+            "Wall time of the collector in this scrape (slowest daemon for per-daemon ones).",
+        )
+        for collector in self.collectors:
+            label = render_labels({"collector": collector.name})
+            success_family.add_rendered(label, 1 if success[collector.name] else 0)
+            duration_family.add_rendered(label, round(duration[collector.name], 6))
+        build_family = MetricFamily(
+            "cephscope_exporter_build_info",
+            "gauge",
+            "cephscope-exporter version and Python version, always 1.",
+        )
+        build_family.add(
+            1, {"version": __version__, "pythonversion": platform.python_version()}
+        )
+        return [
+            *merged.families.values(),
+            up_family,
+            success_family,
+            duration_family,
+            build_family,
+        ]
+
+    def _timed_host(
+        self, collector: HostCollector, ctx: HostContext
+    ) -> tuple[MetricSink, bool, float]:
+        started = time.monotonic()
+        sink, ok = self._scrape_host(collector, ctx)
+        return sink, ok, time.monotonic() - started
