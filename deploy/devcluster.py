@@ -1,0 +1,726 @@
+"""A real single-host Ceph cluster from Debian's packages, on 127.0.0.1.
+
+1 mon + 1 mgr + N BlueStore OSDs (loop devices, or plain files where loop devices cannot be
+had), cephx on, an explicit port range, and all state (conf, keyrings, data, sockets, logs,
+pids) under one state directory, so that two clusters with different state dirs and port bases
+run side by side. `down` stops only the daemons whose pid files live in that state dir (and
+whose command line names its ceph.conf) and detaches only the loop devices it attached.
+
+Layout of the state dir:
+
+    state.json            ports, fsid, OSD ids, backing of each OSD (what `down` undoes)
+    ceph.conf, keyring    cluster conf (client.admin keyring path inside)
+    mon/ mgr/ osd/        daemon data dirs
+    blocks/osd.N.img      sparse backing files
+    run/                  admin sockets and pid files
+    log/                  daemon logs
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+STATE_FILE = "state.json"
+MON_ID = "a"
+MGR_ID = "x"
+# ms_bind_port_min/max are base + these; the mon sits on the base port itself.
+MSGR_PORT_OFFSET = 10
+MSGR_PORT_SPAN = 90
+REQUIRED_BINARIES = {
+    "ceph-mon": "ceph-mon",
+    "ceph-mgr": "ceph-mgr",
+    "ceph-osd": "ceph-osd",
+    "ceph": "ceph-common",
+    "ceph-authtool": "ceph-common",
+    "monmaptool": "ceph-base",
+    "rbd": "ceph-common",
+    "rados": "ceph-common",
+    "losetup": "mount",
+}
+
+
+class DevClusterError(RuntimeError):
+    """Something the user must fix; the message is one clear line."""
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "cephscope" / "devcluster"
+
+
+@dataclass
+class OsdBacking:
+    osd_id: int
+    image: str
+    loop_device: str | None  # /dev/loopN while attached; None for plain-file OSDs
+
+
+@dataclass
+class ClusterState:
+    fsid: str
+    port_base: int
+    num_osds: int
+    backing: str  # "loop" or "file"
+    device_class: str
+    osd_size_gib: int
+    osds: list[OsdBacking] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path) -> ClusterState:
+        raw = json.loads(path.read_text())
+        osds = [OsdBacking(**o) for o in raw.pop("osds", [])]
+        return cls(**raw, osds=osds)
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        tmp.replace(path)
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is not alive for our purposes.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def proc_cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+class DevCluster:
+    """One dev cluster, identified by its state dir."""
+
+    bench_pool = "cephscope-bench"
+    rbd_pool = "rbd"
+    rbd_image = "cephscope-img"
+    rbd_image_size_mib = 2048
+
+    def __init__(
+        self,
+        state_dir: Path | str | None = None,
+        port_base: int = 40000,
+        num_osds: int = 3,
+        osd_size_gib: int = 10,
+        backing: str = "auto",
+        device_class: str = "ssd",
+        log: Any = None,
+    ) -> None:
+        self.state_dir = Path(state_dir or default_state_dir()).resolve()
+        self.port_base = port_base
+        self.num_osds = num_osds
+        self.osd_size_gib = osd_size_gib
+        self.backing = backing
+        self.device_class = device_class
+        self._log = log or (lambda msg: print(msg, flush=True))
+        existing = self.state_dir / STATE_FILE
+        if existing.exists():
+            # The state dir's own record wins over constructor defaults.
+            state = ClusterState.load(existing)
+            self.port_base = state.port_base
+            self.num_osds = state.num_osds
+            self.osd_size_gib = state.osd_size_gib
+
+    # ---- paths -----------------------------------------------------------------------------
+
+    @property
+    def conf_path(self) -> Path:
+        return self.state_dir / "ceph.conf"
+
+    @property
+    def admin_keyring(self) -> Path:
+        return self.state_dir / "keyring"
+
+    @property
+    def asok_dir(self) -> Path:
+        return self.state_dir / "run"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.state_dir / "log"
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / STATE_FILE
+
+    @property
+    def mon_port(self) -> int:
+        return self.port_base
+
+    @property
+    def msgr_port_range(self) -> tuple[int, int]:
+        low = self.port_base + MSGR_PORT_OFFSET
+        return low, low + MSGR_PORT_SPAN - 1
+
+    def osd_data(self, osd_id: int) -> Path:
+        return self.state_dir / "osd" / f"ceph-{osd_id}"
+
+    def osd_asok(self, osd_id: int) -> Path:
+        return self.asok_dir / f"ceph-osd.{osd_id}.asok"
+
+    def pid_file(self, daemon: str) -> Path:
+        return self.asok_dir / f"{daemon}.pid"
+
+    def load_state(self) -> ClusterState:
+        if not self.state_file.exists():
+            raise DevClusterError(f"no dev cluster in {self.state_dir} (no {STATE_FILE})")
+        return ClusterState.load(self.state_file)
+
+    def osd_ids(self) -> list[int]:
+        return [o.osd_id for o in self.load_state().osds]
+
+    # ---- command helpers -------------------------------------------------------------------
+
+    def ceph_argv(self, *args: str) -> list[str]:
+        return ["ceph", "-c", str(self.conf_path), "--connect-timeout", "15", *args]
+
+    def rados_argv(self, *args: str) -> list[str]:
+        return ["rados", "-c", str(self.conf_path), *args]
+
+    def rbd_argv(self, *args: str) -> list[str]:
+        return ["rbd", "-c", str(self.conf_path), *args]
+
+    def env(self) -> dict[str, str]:
+        """Environment for tools that read CEPH_CONF (fio's rbd engine)."""
+        return {**os.environ, "CEPH_CONF": str(self.conf_path)}
+
+    def _run(
+        self, argv: Sequence[str], timeout: float = 60, input_bytes: bytes | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        try:
+            proc = subprocess.run(
+                list(argv), capture_output=True, timeout=timeout, input=input_bytes, check=False
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise DevClusterError(f"{argv[0]} timed out after {timeout:.0f}s: {' '.join(argv)}") from exc
+        if proc.returncode != 0:
+            tail = proc.stderr.decode(errors="replace").strip().splitlines()[-3:]
+            raise DevClusterError(f"{' '.join(argv)} failed ({proc.returncode}): {' | '.join(tail)}")
+        return proc
+
+    def ceph_json(self, *args: str, timeout: float = 60) -> Any:
+        out = self._run(self.ceph_argv(*args, "--format", "json"), timeout=timeout).stdout
+        return json.loads(out) if out.strip() else None
+
+    def ceph(self, *args: str, timeout: float = 60) -> str:
+        return self._run(self.ceph_argv(*args), timeout=timeout).stdout.decode()
+
+    # ---- preflight -------------------------------------------------------------------------
+
+    def _check_binaries(self) -> None:
+        missing = sorted({pkg for binary, pkg in REQUIRED_BINARIES.items() if not shutil.which(binary)})
+        if missing:
+            raise DevClusterError(
+                "missing Debian packages: " + " ".join(missing) + " (run `make setup` as root)"
+            )
+
+    def _check_ports(self) -> None:
+        low, high = self.msgr_port_range
+        busy = [p for p in [self.mon_port, *range(low, high + 1)] if not port_is_free(p)]
+        if busy:
+            raise DevClusterError(
+                f"ports in use on 127.0.0.1: {', '.join(map(str, busy[:8]))}"
+                f"{' …' if len(busy) > 8 else ''} (the dev cluster needs {self.mon_port} and "
+                f"{low}-{high}; pick another --port-base)"
+            )
+
+    def _check_state_dir_is_ours_or_empty(self) -> None:
+        if not self.state_dir.exists():
+            return
+        if self.state_file.exists():
+            return
+        contents = [p.name for p in self.state_dir.iterdir()]
+        if contents:
+            raise DevClusterError(
+                f"{self.state_dir} is not empty and holds no dev cluster of ours "
+                f"({', '.join(sorted(contents)[:5])}); choose an empty or new --state-dir"
+            )
+
+    def _can_use_loop_devices(self) -> str | None:
+        """None when a loop device can be attached here, else why not."""
+        if not shutil.which("losetup"):
+            return "losetup not found"
+        if not Path("/dev/loop-control").exists():
+            return "/dev/loop-control does not exist"
+        if not os.access("/dev/loop-control", os.R_OK | os.W_OK):
+            return "no permission to use /dev/loop-control"
+        return None
+
+    # ---- daemon processes ------------------------------------------------------------------
+
+    def _daemon_pid(self, daemon: str) -> int | None:
+        """The pid of one of our daemons if it runs: pid file here AND cmdline names our conf."""
+        try:
+            pid = int(self.pid_file(daemon).read_text().strip())
+        except (OSError, ValueError):
+            return None
+        if not pid_alive(pid):
+            return None
+        if str(self.conf_path) not in proc_cmdline(pid):
+            return None  # a recycled pid: not ours
+        return pid
+
+    def osd_pid(self, osd_id: int) -> int | None:
+        return self._daemon_pid(f"osd.{osd_id}")
+
+    def _daemon_names(self) -> list[str]:
+        names = [f"mon.{MON_ID}", f"mgr.{MGR_ID}"]
+        if self.state_file.exists():
+            names += [f"osd.{i}" for i in self.osd_ids()]
+        return names
+
+    def running_daemons(self) -> dict[str, int]:
+        return {name: pid for name in self._daemon_names() if (pid := self._daemon_pid(name))}
+
+    def _start_daemon(self, kind: str, ident: str) -> None:
+        binary = {"mon": "ceph-mon", "mgr": "ceph-mgr", "osd": "ceph-osd"}[kind]
+        # The daemons fork into the background themselves and write their pid files.
+        self._run([binary, "-c", str(self.conf_path), "-i", ident], timeout=120)
+        deadline = time.monotonic() + 30
+        while self._daemon_pid(f"{kind}.{ident}") is None:
+            if time.monotonic() > deadline:
+                raise DevClusterError(
+                    f"{kind}.{ident} did not start; see {self.log_dir}/ceph-{kind}.{ident}.log"
+                )
+            time.sleep(0.1)
+
+    def _stop_daemon(self, daemon: str, timeout: float = 30) -> bool:
+        pid = self._daemon_pid(daemon)
+        if pid is None:
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while pid_alive(pid):
+            if time.monotonic() > deadline:
+                self._log(f"devcluster: {daemon} (pid {pid}) ignored SIGTERM; sending SIGKILL")
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                deadline = time.monotonic() + 10
+            time.sleep(0.05)
+        return True
+
+    # ---- up --------------------------------------------------------------------------------
+
+    def up(self) -> float:
+        """Create (or start again) the cluster; return the seconds it took to reach HEALTH_OK."""
+        started = time.monotonic()
+        self._check_binaries()
+        self._check_state_dir_is_ours_or_empty()
+        if self.state_file.exists():
+            running = self.running_daemons()
+            if running:
+                raise DevClusterError(
+                    f"dev cluster in {self.state_dir} is already running "
+                    f"({', '.join(sorted(running))})"
+                )
+            self._check_ports()
+            self._start_existing()
+            self.wait_health_ok(timeout=120)
+        else:
+            self._check_ports()
+            backing = self._choose_backing()
+            try:
+                self._create(backing)
+                self.wait_health_ok(timeout=120)
+            except BaseException:
+                self._log("devcluster: bootstrap failed; removing what it created")
+                self.down(quiet=True)
+                self._remove_state_dir()
+                raise
+        return time.monotonic() - started
+
+    def _choose_backing(self) -> str:
+        if self.backing == "file":
+            return "file"
+        why_not = self._can_use_loop_devices()
+        if why_not is None:
+            return "loop"
+        if self.backing == "loop":
+            raise DevClusterError(f"loop devices cannot be used here: {why_not}")
+        self._log(f"devcluster: loop devices cannot be used ({why_not}); OSDs on plain files")
+        return "file"
+
+    def _write_conf(self) -> None:
+        low, high = self.msgr_port_range
+        s = self.state_dir
+        conf = f"""\
+# Written by `cephscope devcluster`; everything lives under {s}.
+[global]
+fsid = {self._fsid}
+mon_host = v2:127.0.0.1:{self.mon_port}
+public_network = 127.0.0.1/32
+public_addr = 127.0.0.1
+ms_bind_msgr1 = false
+ms_bind_port_min = {low}
+ms_bind_port_max = {high}
+auth_cluster_required = cephx
+auth_service_required = cephx
+auth_client_required = cephx
+run_dir = {s}/run
+pid_file = {s}/run/$name.pid
+admin_socket = {s}/run/$cluster-$name.asok
+log_file = {s}/log/$cluster-$name.log
+crash_dir = {s}/crash
+mon_data = {s}/mon/$cluster-$id
+mgr_data = {s}/mgr/$cluster-$id
+osd_data = {s}/osd/$cluster-$id
+osd_pool_default_size = 1
+osd_pool_default_min_size = 1
+osd_pool_default_pg_autoscale_mode = off
+mon_allow_pool_size_one = true
+mon_allow_pool_delete = true
+osd_crush_chooseleaf_type = 0
+mon_warn_on_pool_no_redundancy = false
+mon_data_avail_warn = 2
+mon_data_avail_crit = 1
+mon_max_pg_per_osd = 1000
+# Only what the product needs: `restful` (a default) would listen on all addresses.
+mgr_initial_modules = iostat
+
+[mon]
+keyring = $mon_data/keyring
+auth_allow_insecure_global_id_reclaim = false
+
+[mgr]
+keyring = $mgr_data/keyring
+
+[osd]
+keyring = $osd_data/keyring
+osd_objectstore = bluestore
+osd_memory_target = 1073741824
+bluestore_block_size = {self.osd_size_gib << 30}
+osd_crush_update_on_start = true
+
+[client]
+keyring = {s}/keyring
+# Clients (rados bench, fio) would otherwise leave admin sockets in run_dir.
+admin_socket =
+log_file = {s}/log/$cluster-$name.$pid.log
+"""
+        self.conf_path.write_text(conf)
+
+    def _create(self, backing: str) -> None:
+        s = self.state_dir
+        for sub in ("run", "log", "crash", "mon", "mgr", "osd", "blocks"):
+            (s / sub).mkdir(parents=True, exist_ok=True)
+        self._fsid = str(uuid.uuid4())
+        state = ClusterState(
+            fsid=self._fsid,
+            port_base=self.port_base,
+            num_osds=self.num_osds,
+            backing=backing,
+            device_class=self.device_class,
+            osd_size_gib=self.osd_size_gib,
+        )
+        state.save(self.state_file)
+        self._write_conf()
+        t0 = time.monotonic()
+        self._bootstrap_mon()
+        self._log(f"devcluster: mon up ({time.monotonic() - t0:.1f}s)")
+        self._bootstrap_mgr()
+        self._create_osds(state)
+        self._log(f"devcluster: {self.num_osds} OSDs up on {backing} ({time.monotonic() - t0:.1f}s)")
+        self._create_pools()
+
+    def _bootstrap_mon(self) -> None:
+        s = self.state_dir
+        mon_keyring = s / "mon.keyring.tmp"
+        authtool = "ceph-authtool"
+        self._run([authtool, "--create-keyring", str(mon_keyring), "--gen-key", "-n", "mon.",
+                   "--cap", "mon", "allow *"])
+        self._run([authtool, "--create-keyring", str(self.admin_keyring), "--gen-key",
+                   "-n", "client.admin", "--cap", "mon", "allow *", "--cap", "osd", "allow *",
+                   "--cap", "mds", "allow *", "--cap", "mgr", "allow *"])
+        self._run([authtool, str(mon_keyring), "--import-keyring", str(self.admin_keyring)])
+        monmap = s / "monmap.tmp"
+        self._run(["monmaptool", "--create", "--fsid", self._fsid,
+                   "--addv", MON_ID, f"[v2:127.0.0.1:{self.mon_port}]", str(monmap)])
+        self._run(["ceph-mon", "-c", str(self.conf_path), "--mkfs", "-i", MON_ID,
+                   "--monmap", str(monmap), "--keyring", str(mon_keyring)])
+        monmap.unlink()
+        mon_keyring.unlink()
+        self._start_daemon("mon", MON_ID)
+
+    def _bootstrap_mgr(self) -> None:
+        mgr_dir = self.state_dir / "mgr" / f"ceph-{MGR_ID}"
+        mgr_dir.mkdir(parents=True, exist_ok=True)
+        self._run(self.ceph_argv("auth", "get-or-create", f"mgr.{MGR_ID}",
+                                 "mon", "allow profile mgr", "osd", "allow *", "mds", "allow *",
+                                 "-o", str(mgr_dir / "keyring")))
+        self._start_daemon("mgr", MGR_ID)
+
+    def _attach_loop(self, image: Path) -> str:
+        proc = self._run(["losetup", "--find", "--show", str(image)])
+        device = proc.stdout.decode().strip()
+        rotational = "1" if self.device_class == "hdd" else "0"
+        name = Path(device).name
+        try:
+            Path(f"/sys/block/{name}/queue/rotational").write_text(rotational)
+        except OSError as exc:
+            self._log(f"devcluster: cannot set {name} rotational={rotational}: {exc}")
+        return device
+
+    def _create_osds(self, state: ClusterState) -> None:
+        osds: list[OsdBacking] = []
+        for _ in range(self.num_osds):
+            osd_uuid = str(uuid.uuid4())
+            secret = self._run(["ceph-authtool", "--gen-print-key"]).stdout.decode().strip()
+            inbuf = json.dumps({"cephx_secret": secret}).encode()
+            out = self._run(self.ceph_argv("osd", "new", osd_uuid, "-i", "-"), input_bytes=inbuf)
+            osd_id = int(out.stdout.decode().strip())
+            data = self.osd_data(osd_id)
+            data.mkdir(parents=True, exist_ok=True)
+            self._run(["ceph-authtool", "--create-keyring", str(data / "keyring"),
+                       "--name", f"osd.{osd_id}", "--add-key", secret])
+            image = self.state_dir / "blocks" / f"osd.{osd_id}.img"
+            loop_device = None
+            if state.backing == "loop":
+                with image.open("wb") as fh:
+                    fh.truncate(self.osd_size_gib << 30)
+                loop_device = self._attach_loop(image)
+            osds.append(OsdBacking(osd_id, str(image), loop_device))
+            # Record each attachment at once so that a failure later can undo it.
+            state.osds = list(osds)
+            state.save(self.state_file)
+            (data / "fsid").write_text(osd_uuid + "\n")
+
+        def mkfs(backing: OsdBacking) -> None:
+            argv = ["ceph-osd", "-c", str(self.conf_path), "-i", str(backing.osd_id), "--mkfs",
+                    "--osd-uuid", (self.osd_data(backing.osd_id) / "fsid").read_text().strip()]
+            if backing.loop_device:
+                argv += ["--bluestore-block-path", backing.loop_device]
+            else:
+                argv += ["--bluestore-block-path", backing.image, "--bluestore-block-create"]
+            self._run(argv, timeout=300)
+
+        with ThreadPoolExecutor(max_workers=self.num_osds) as pool:
+            list(pool.map(mkfs, osds))
+            list(pool.map(lambda b: self._start_daemon("osd", str(b.osd_id)), osds))
+        self._wait_osds_up([o.osd_id for o in osds], timeout=90)
+        if self.device_class:
+            ids = [f"osd.{o.osd_id}" for o in osds]
+            with contextlib.suppress(DevClusterError):
+                self.ceph("osd", "crush", "rm-device-class", *ids)
+            self.ceph("osd", "crush", "set-device-class", self.device_class, *ids)
+
+    def _create_pools(self) -> None:
+        self.ceph("osd", "pool", "create", self.bench_pool, "32", "32", "replicated")
+        self.ceph("osd", "pool", "application", "enable", self.bench_pool, "rados")
+        self.ceph("osd", "pool", "create", self.rbd_pool, "32", "32", "replicated")
+        self._run(self.rbd_argv("pool", "init", self.rbd_pool))
+        self._run(self.rbd_argv("create", "--size", str(self.rbd_image_size_mib),
+                                f"{self.rbd_pool}/{self.rbd_image}"))
+
+    def _start_existing(self) -> None:
+        state = self.load_state()
+        self._fsid = state.fsid
+        for backing in state.osds:
+            if state.backing == "loop":
+                backing.loop_device = self._attach_loop(Path(backing.image))
+                state.save(self.state_file)
+                # Loop numbers change between attachments: BlueStore follows the symlink.
+                block = self.osd_data(backing.osd_id) / "block"
+                block.unlink(missing_ok=True)
+                block.symlink_to(backing.loop_device)
+        self._start_daemon("mon", MON_ID)
+        self._start_daemon("mgr", MGR_ID)
+        ids = [o.osd_id for o in state.osds]
+        with ThreadPoolExecutor(max_workers=max(1, len(ids))) as pool:
+            list(pool.map(lambda i: self._start_daemon("osd", str(i)), ids))
+        self._wait_osds_up(ids, timeout=90)
+
+    # ---- waiting ---------------------------------------------------------------------------
+
+    def _wait_osds_up(self, ids: Iterable[int], timeout: float) -> None:
+        wanted = set(ids)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                dump = self.ceph_json("osd", "dump", timeout=20)
+                up = {o["osd"] for o in dump["osds"] if o["up"] == 1}
+                if wanted <= up:
+                    return
+            except DevClusterError:
+                up = set()
+            if time.monotonic() > deadline:
+                raise DevClusterError(
+                    f"OSDs {sorted(wanted - up)} not up after {timeout:.0f}s; see {self.log_dir}"
+                )
+            time.sleep(0.5)
+
+    def wait_health_ok(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        last = ""
+        while True:
+            try:
+                health = self.ceph_json("health", timeout=20)
+                last = health.get("status", "")
+                if last == "HEALTH_OK":
+                    return
+            except DevClusterError as exc:
+                last = str(exc)
+            if time.monotonic() > deadline:
+                detail = ""
+                with contextlib.suppress(DevClusterError):
+                    detail = self.ceph("health", "detail", timeout=20).strip().replace("\n", " | ")
+                raise DevClusterError(f"no HEALTH_OK after {timeout:.0f}s: {detail or last}")
+            time.sleep(0.5)
+
+    def wait_pgs_active_clean(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                pgmap = self.ceph_json("pg", "stat", timeout=20)
+                summary = pgmap.get("pg_summary", pgmap)
+                total = summary.get("num_pgs", 0)
+                states = summary.get("num_pg_by_state", [])
+                clean = sum(s["num"] for s in states if s["name"] == "active+clean")
+                if total and clean == total:
+                    return
+            except (DevClusterError, KeyError, TypeError):
+                pass
+            if time.monotonic() > deadline:
+                raise DevClusterError(f"PGs not active+clean after {timeout:.0f}s")
+            time.sleep(0.5)
+
+    # ---- restart ---------------------------------------------------------------------------
+
+    def restart_osds(self, ids: Iterable[int], timeout: float = 120) -> float:
+        """Restart OSDs in parallel; return when they are up again (seconds taken)."""
+        ids = list(ids)
+        known = set(self.osd_ids())
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise DevClusterError(f"no such OSD in this dev cluster: {unknown} (have {sorted(known)})")
+        started = time.monotonic()
+
+        def restart(osd_id: int) -> None:
+            self._stop_daemon(f"osd.{osd_id}")
+            self._start_daemon("osd", str(osd_id))
+
+        with ThreadPoolExecutor(max_workers=max(1, len(ids))) as pool:
+            list(pool.map(restart, ids))
+        # The mon marks a restarted OSD up only after it has booted again.
+        self._wait_osds_up(ids, timeout=timeout)
+        self._wait_asok(ids, timeout=timeout)
+        return time.monotonic() - started
+
+    def restart_osd(self, osd_id: int, timeout: float = 120) -> float:
+        return self.restart_osds([osd_id], timeout=timeout)
+
+    def _wait_asok(self, ids: Iterable[int], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for osd_id in ids:
+            while not self.osd_asok(osd_id).exists():
+                if time.monotonic() > deadline:
+                    raise DevClusterError(f"osd.{osd_id} admin socket did not appear")
+                time.sleep(0.1)
+
+    # ---- status / down / purge -------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        state = self.load_state()
+        running = self.running_daemons()
+        result: dict[str, Any] = {
+            "state_dir": str(self.state_dir),
+            "fsid": state.fsid,
+            "mon": f"v2:127.0.0.1:{self.mon_port}",
+            "msgr_ports": "{}-{}".format(*self.msgr_port_range),
+            "backing": state.backing,
+            "daemons": {name: running.get(name) for name in self._daemon_names()},
+            "osds": [asdict(o) for o in state.osds],
+            "health": None,
+        }
+        if f"mon.{MON_ID}" in running:
+            with contextlib.suppress(DevClusterError, json.JSONDecodeError):
+                result["health"] = self.ceph_json("health", timeout=15).get("status")
+        return result
+
+    def down(self, quiet: bool = False) -> list[str]:
+        """Stop our daemons, detach our loop devices, remove sockets; keep the data."""
+        if not self.state_file.exists():
+            if quiet:
+                return []
+            raise DevClusterError(f"no dev cluster in {self.state_dir}")
+        state = self.load_state()
+        running = self.running_daemons()
+        attached = [o for o in state.osds if o.loop_device]
+        if not running and not attached and not quiet:
+            raise DevClusterError(f"dev cluster in {self.state_dir} is not running")
+        # OSDs first, so the mon sees them go; all in parallel.
+        osd_names = [n for n in running if n.startswith("osd.")]
+        with ThreadPoolExecutor(max_workers=max(1, len(osd_names))) as pool:
+            list(pool.map(self._stop_daemon, osd_names))
+        for name in (f"mgr.{MGR_ID}", f"mon.{MON_ID}"):
+            self._stop_daemon(name)
+        for backing in attached:
+            self._detach_loop(backing)
+            backing.loop_device = None
+        state.save(self.state_file)
+        for leftover in list(self.asok_dir.glob("*.asok")) + list(self.asok_dir.glob("*.pid")):
+            leftover.unlink(missing_ok=True)
+        return sorted(running)
+
+    def _detach_loop(self, backing: OsdBacking) -> None:
+        device = backing.loop_device
+        if not device:
+            return
+        name = Path(device).name
+        # Detach only if it still points at our image (someone may have reused the number).
+        try:
+            backing_file = Path(f"/sys/block/{name}/loop/backing_file").read_text().strip()
+        except OSError:
+            return
+        if os.path.realpath(backing_file) != os.path.realpath(backing.image):
+            self._log(f"devcluster: {device} now backs {backing_file}; leaving it alone")
+            return
+        try:
+            self._run(["losetup", "--detach", device])
+        except DevClusterError as exc:
+            self._log(f"devcluster: {exc}")
+
+    def _remove_state_dir(self) -> None:
+        # Remove only what we created: the state dir is ours once state.json is in it.
+        if self.state_dir.exists():
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def purge(self) -> None:
+        if not self.state_file.exists():
+            raise DevClusterError(f"no dev cluster in {self.state_dir}")
+        self.down(quiet=True)
+        self._remove_state_dir()

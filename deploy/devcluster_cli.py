@@ -1,0 +1,92 @@
+"""`cephscope devcluster up | down | status | restart-osd N | purge`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from cephscope.deploy.devcluster import DevCluster, DevClusterError, default_state_dir
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "action", choices=["up", "down", "status", "restart-osd", "purge"], help="what to do"
+    )
+    parser.add_argument("osd_id", nargs="?", type=int, help="OSD id (restart-osd)")
+    parser.add_argument(
+        "--state-dir", type=Path, default=default_state_dir(),
+        help="all state of this cluster lives here (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--port-base", type=int, default=40000,
+        help="mon port; daemons bind base+10..base+99 (default: %(default)s)",
+    )
+    parser.add_argument("--osds", type=int, default=3, help="number of OSDs (default: %(default)s)")
+    parser.add_argument(
+        "--osd-size-gib", type=int, default=10, help="sparse size of each OSD (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--backing", choices=["auto", "loop", "file"], default="auto",
+        help="OSD block device: loop devices (auto falls back to plain files)",
+    )
+    parser.add_argument(
+        "--device-class", choices=["ssd", "hdd"], default="ssd",
+        help="rotational flag of the loop devices and CRUSH device class",
+    )
+    parser.add_argument("--json", action="store_true", help="status as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.osds < 1:
+        print("devcluster: --osds must be at least 1", file=sys.stderr)
+        return 2
+    if not 1024 <= args.port_base <= 65535 - 100:
+        print("devcluster: --port-base must be between 1024 and 65435", file=sys.stderr)
+        return 2
+    cluster = DevCluster(
+        args.state_dir,
+        port_base=args.port_base,
+        num_osds=args.osds,
+        osd_size_gib=args.osd_size_gib,
+        backing=args.backing,
+        device_class=args.device_class,
+    )
+    try:
+        if args.action == "up":
+            seconds = cluster.up()
+            print(f"devcluster: HEALTH_OK in {seconds:.1f}s")
+            print(f"  conf:     {cluster.conf_path}")
+            print(f"  sockets:  {cluster.asok_dir}")
+            print(f"  mon:      v2:127.0.0.1:{cluster.mon_port}")
+            print(f"  pools:    {cluster.bench_pool} (rados bench), "
+                  f"{cluster.rbd_pool}/{cluster.rbd_image} (fio rbd)")
+            print(f"  try:      ceph -c {cluster.conf_path} -s")
+        elif args.action == "down":
+            stopped = cluster.down()
+            print(f"devcluster: stopped {', '.join(stopped) or 'nothing'}; loop devices detached")
+        elif args.action == "status":
+            status = cluster.status()
+            if args.json:
+                print(json.dumps(status, indent=2))
+            else:
+                print(f"state dir: {status['state_dir']}  fsid {status['fsid']}")
+                print(f"mon {status['mon']}  msgr ports {status['msgr_ports']}  "
+                      f"backing {status['backing']}  health {status['health'] or 'unreachable'}")
+                for name, pid in status["daemons"].items():
+                    print(f"  {name:8} {'pid ' + str(pid) if pid else 'stopped'}")
+            return 0 if status["health"] else 1
+        elif args.action == "restart-osd":
+            if args.osd_id is None:
+                print("devcluster: restart-osd needs an OSD id", file=sys.stderr)
+                return 2
+            seconds = cluster.restart_osd(args.osd_id)
+            print(f"devcluster: osd.{args.osd_id} up again in {seconds:.1f}s")
+        elif args.action == "purge":
+            cluster.purge()
+            print(f"devcluster: removed {cluster.state_dir}")
+    except DevClusterError as exc:
+        print(f"devcluster: {exc}", file=sys.stderr)
+        return 1
+    return 0
