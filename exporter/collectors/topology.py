@@ -1,0 +1,310 @@
+"""Topology: which host, block devices and network interfaces each local OSD uses.
+
+Series (all ``1``-valued info series unless said otherwise)::
+
+    cephscope_osd_info{ceph_daemon, hostname, objectstore, device_class, ceph_version}
+    cephscope_osd_device_info{ceph_daemon, role, device, parent, kind, access, model, serial,
+                              wwn, rotational, transport, firmware_rev, scheduler, nodename}
+    cephscope_osd_device_nr_requests / _hw_queues / _size_bytes   (gauges, same keys)
+    cephscope_osd_network_info{ceph_daemon, network, interface, address, nodename}
+    cephscope_osd_network_speed_bytes{ceph_daemon, network, interface, nodename}   (gauge)
+    cephscope_topology_mon_up   1 if this refresh got `osd metadata` from the mon
+
+``device`` and ``interface`` are the names node_exporter puts in the ``device`` label of
+``node_disk_*`` / ``node_network_*``; ``nodename`` is this host's uname node name, the
+``nodename`` label of node_exporter's ``node_uname_info`` — together they are the join key
+(the exporter and node_exporter are different scrape targets, so ``instance`` is not).
+
+Only OSDs with an admin socket on this host are described (devices and interfaces are
+resolved against this host's /sys). Refreshed every
+``--collector.topology.refresh-interval`` seconds; cached series are served in between.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from collections.abc import Callable
+
+from cephscope.exporter.asok import AsokError, Daemon
+from cephscope.exporter.collector import CachedHostCollector, HostContext
+from cephscope.exporter.devices import DeviceResolver, Resolution
+from cephscope.exporter.exposition import MetricSink
+from cephscope.exporter.netinfo import (
+    InterfaceAddress,
+    interface_for,
+    link_speed_bytes,
+    local_addresses,
+    parse_ceph_addrs,
+)
+from cephscope.exporter.osdmeta import MonClient, OsdFacts, facts_from_config
+
+log = logging.getLogger("cephscope.exporter.topology")
+
+DEFAULT_REFRESH_SECONDS = 60.0
+
+
+def _add_once(parser: argparse.ArgumentParser, flag: str, **kwargs: object) -> None:
+    """Add a flag unless another part of the exporter already defined it (shared flags)."""
+    if flag not in parser._option_string_actions:
+        parser.add_argument(flag, **kwargs)  # type: ignore[arg-type]
+
+
+class TopologyCollector(CachedHostCollector):
+    name = "topology"
+    help = "OSD -> host, block devices and network interfaces (info series for PromQL joins)"
+    default_enabled = True
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        group = parser.add_argument_group("topology collector")
+        group.add_argument(
+            "--collector.topology.refresh-interval",
+            dest="topology_refresh_interval",
+            type=float,
+            default=DEFAULT_REFRESH_SECONDS,
+            metavar="SECONDS",
+            help="re-read OSD metadata, sysfs and interfaces at most this often "
+            f"(default {DEFAULT_REFRESH_SECONDS:g})",
+        )
+        group.add_argument(
+            "--collector.topology.nodename",
+            dest="topology_nodename",
+            default="",
+            help="host identity put in the nodename label; must equal node_exporter's "
+            "node_uname_info nodename (default: this host's uname node name)",
+        )
+        _add_once(group, "--ceph.conf", dest="ceph_conf", default="/etc/ceph/ceph.conf",
+                  help="ceph.conf used to reach the mon for `osd metadata` "
+                  "(default /etc/ceph/ceph.conf)")
+        _add_once(group, "--ceph.name", dest="ceph_name", default="client.admin",
+                  help="cephx user for the mon connection (default client.admin)")
+        _add_once(group, "--ceph.keyring", dest="ceph_keyring", default="",
+                  help="keyring of --ceph.name (default: as ceph.conf says)")
+        _add_once(group, "--ceph.mon-timeout", dest="ceph_mon_timeout", type=float, default=3.0,
+                  help="seconds to wait for the mon before using admin sockets (default 3)")
+        _add_once(group, "--path.sysfs", dest="path_sysfs", default="/sys",
+                  help="sysfs mount point (default /sys)")
+        _add_once(group, "--path.procfs", dest="path_procfs", default="/proc",
+                  help="procfs mount point (default /proc)")
+        _add_once(group, "--path.devfs", dest="path_devfs", default="/dev",
+                  help="devtmpfs mount point (default /dev)")
+        _add_once(group, "--path.udev.data", dest="path_udev_data", default="/run",
+                  help="directory holding udev/data (default /run)")
+        _add_once(group, "--path.rootfs", dest="path_rootfs", default="/",
+                  help="host root for OSD data dirs and loop backing files (default /)")
+
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        *,
+        mon: MonClient | None = None,
+        addresses: Callable[[], list[InterfaceAddress]] | None = None,
+    ) -> None:
+        super().__init__(args)
+        self.refresh_interval_seconds = float(
+            getattr(args, "topology_refresh_interval", DEFAULT_REFRESH_SECONDS)
+        )
+        self.nodename = getattr(args, "topology_nodename", "") or os.uname().nodename
+        self.sys_root = getattr(args, "path_sysfs", "/sys")
+        self.proc_root = getattr(args, "path_procfs", "/proc")
+        self.resolver = DeviceResolver(
+            sys_root=self.sys_root,
+            dev_root=getattr(args, "path_devfs", "/dev"),
+            run_root=getattr(args, "path_udev_data", "/run"),
+            host_root=getattr(args, "path_rootfs", "/"),
+        )
+        self.mon = mon or MonClient(
+            conffile=getattr(args, "ceph_conf", "/etc/ceph/ceph.conf"),
+            name=getattr(args, "ceph_name", "client.admin"),
+            keyring=getattr(args, "ceph_keyring", ""),
+            timeout=getattr(args, "ceph_mon_timeout", 3.0),
+        )
+        self._addresses = addresses or (lambda: local_addresses(self.proc_root))
+        # Last problem logged per subject: a line when it appears or changes, not every refresh.
+        self._logged: dict[str, str] = {}
+
+    def _note(self, subject: str, message: str, level: int = logging.WARNING) -> None:
+        if self._logged.get(subject) != message:
+            self._logged[subject] = message
+            log.log(level, "%s", message)
+
+    def _clear(self, subject: str) -> None:
+        self._logged.pop(subject, None)
+
+    # -- facts -------------------------------------------------------------------------------
+
+    def _mon_facts(self) -> dict[str, OsdFacts] | None:
+        try:
+            facts = self.mon.osd_facts()
+        except ConnectionError as exc:
+            self._note("mon", f"topology: OSD metadata from the mon unavailable, using admin "
+                       f"sockets and OSD data dirs instead: {exc}")
+            return None
+        if "mon" in self._logged:
+            log.info("topology: OSD metadata from the mon available again")
+            self._clear("mon")
+        return facts
+
+    def _asok_facts(self, ctx: HostContext, daemon: Daemon) -> OsdFacts:
+        session = ctx.session(daemon)
+        config = session.command("config show")
+        version = session.command("version")
+        if not isinstance(config, dict) or not isinstance(version, dict):
+            raise AsokError(daemon.asok_path, "config show/version did not return objects")
+        return facts_from_config(
+            daemon.id, config, version, self.nodename,
+            lexists=lambda p: os.path.lexists(self.resolver.map_path(p)),
+        )
+
+    # -- refresh -----------------------------------------------------------------------------
+
+    def refresh(self, ctx: HostContext, sink: MetricSink) -> None:
+        osds = [d for d in ctx.daemons if d.type == "osd"]
+        mon_facts = self._mon_facts() if osds else None
+        sink.gauge(
+            "cephscope_topology_mon_up",
+            "1 if the last topology refresh read `osd metadata` from the mon, 0 if it fell "
+            "back to admin sockets.",
+        ).add(1 if mon_facts is not None else 0)
+        try:
+            addresses = self._addresses()
+        except OSError as exc:
+            self._note("addresses", f"topology: cannot list this host's addresses: {exc}")
+            addresses = []
+        for daemon in osds:
+            facts = mon_facts.get(daemon.id) if mon_facts is not None else None
+            if facts is None:
+                try:
+                    facts = self._asok_facts(ctx, daemon)
+                except AsokError as exc:
+                    self._note(daemon.name, f"topology: {daemon.name}: no metadata from the mon "
+                               f"and its admin socket failed: {exc}")
+                    continue
+            self._emit_osd(daemon.name, facts, addresses, sink)
+
+    def _emit_osd(
+        self,
+        ceph_daemon: str,
+        facts: OsdFacts,
+        addresses: list[InterfaceAddress],
+        sink: MetricSink,
+    ) -> None:
+        resolved: dict[str, Resolution] = {}
+        for role, paths in facts.device_paths.items():
+            res = self._resolve_first(paths)
+            subject = f"{ceph_daemon}/{role}"
+            if res.device is None:
+                tried = ", ".join(paths) or "no path in metadata"
+                self._note(subject, f"topology: {ceph_daemon}: {role} device unknown "
+                           f"({res.reason}; tried {tried}; metadata from {facts.source})")
+                continue
+            self._clear(subject)
+            resolved[role] = res
+        device_class = facts.device_class
+        if not device_class and "data" in resolved:
+            # What the OSD itself picks as default_device_class.
+            device_class = {"0": "ssd", "1": "hdd"}.get(resolved["data"].device.rotational, "")
+        sink.gauge(
+            "cephscope_osd_info",
+            "OSD identity: host name (as Ceph reports it), object store, CRUSH device class, "
+            "Ceph version. Always 1.",
+        ).add(1, {
+            "ceph_daemon": ceph_daemon,
+            "hostname": facts.hostname,
+            "objectstore": facts.objectstore,
+            "device_class": device_class,
+            "ceph_version": facts.ceph_version,
+        })
+        info = sink.gauge(
+            "cephscope_osd_device_info",
+            "Block device of an OSD role (data/db/wal) as node_exporter's diskstats names it "
+            "(device), the physical disk(s) under it (parent) and sysfs/udev attributes. "
+            "Join with node_disk_* on (nodename, device). Always 1.",
+        )
+        nr_requests = sink.gauge(
+            "cephscope_osd_device_nr_requests",
+            "Block-layer queue depth (queue/nr_requests) of the OSD's device.",
+        )
+        hw_queues = sink.gauge(
+            "cephscope_osd_device_hw_queues",
+            "Number of blk-mq hardware queues (mq/*) of the OSD's device.",
+        )
+        size = sink.gauge("cephscope_osd_device_size_bytes", "Size of the OSD's block device.")
+        for role, res in resolved.items():
+            dev = res.device
+            assert dev is not None
+            keys = {"ceph_daemon": ceph_daemon, "role": role, "device": dev.name,
+                    "nodename": self.nodename}
+            info.add(1, {
+                **keys,
+                "parent": dev.parent,
+                "kind": dev.kind,
+                "access": res.access,
+                "model": dev.model,
+                "serial": dev.serial,
+                "wwn": dev.wwn,
+                "rotational": dev.rotational,
+                "transport": dev.transport,
+                "firmware_rev": dev.firmware_rev,
+                "scheduler": dev.scheduler,
+            })
+            if dev.nr_requests is not None:
+                nr_requests.add(dev.nr_requests, keys)
+            if dev.hw_queues is not None:
+                hw_queues.add(dev.hw_queues, keys)
+            if dev.size_bytes is not None:
+                size.add(dev.size_bytes, keys)
+        self._emit_network(ceph_daemon, facts, addresses, sink)
+
+    def _resolve_first(self, paths: list[str]) -> Resolution:
+        """First path that resolves; else the first failure (the most telling reason)."""
+        first: Resolution | None = None
+        for path in paths:
+            res = self.resolver.resolve(path)
+            if res.device is not None:
+                return res
+            first = first or res
+        return first or Resolution("", None, reason="no device path reported")
+
+    def _emit_network(
+        self,
+        ceph_daemon: str,
+        facts: OsdFacts,
+        addresses: list[InterfaceAddress],
+        sink: MetricSink,
+    ) -> None:
+        info = sink.gauge(
+            "cephscope_osd_network_info",
+            "Interface carrying an OSD's public or cluster network address. Join with "
+            "node_network_* on (nodename, device=interface). Always 1.",
+        )
+        speed = sink.gauge(
+            "cephscope_osd_network_speed_bytes",
+            "Link speed of the interface in bytes/s, where the kernel knows it "
+            "(absent for lo and virtual links).",
+        )
+        for network in ("public", "cluster"):
+            addrs = parse_ceph_addrs(facts.addrs.get(network, ""))
+            subject = f"{ceph_daemon}/{network}"
+            if not addrs:
+                self._note(subject, f"topology: {ceph_daemon}: no {network} address in "
+                           f"metadata ({facts.addrs.get(network, '')!r})", logging.INFO)
+                continue
+            address = addrs[0]
+            interface = interface_for(address, addresses) or facts.ifaces.get(network, "")
+            if not interface:
+                self._note(subject, f"topology: {ceph_daemon}: no local interface holds the "
+                           f"{network} address {address}")
+                continue
+            self._clear(subject)
+            keys = {"ceph_daemon": ceph_daemon, "network": network, "interface": interface,
+                    "nodename": self.nodename}
+            info.add(1, {**keys, "address": address})
+            link_speed = link_speed_bytes(interface, self.sys_root)
+            if link_speed is not None:
+                speed.add(link_speed, keys)
+
+
+COLLECTOR = TopologyCollector
