@@ -14,6 +14,7 @@ import platform
 import time
 from dataclasses import dataclass, field
 
+from cephscope import __version__
 from cephscope.exporter.asok import AsokCommandError, AsokError, Daemon, discover_daemons
 from cephscope.exporter.collector import (
     Collector,
@@ -23,8 +24,6 @@ from cephscope.exporter.collector import (
     HostContext,
 )
 from cephscope.exporter.exposition import MetricFamily, MetricSink, render_labels
-
-from cephscope import __version__
 
 log = logging.getLogger("cephscope.exporter")
 

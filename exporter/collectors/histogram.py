@@ -1,0 +1,171 @@
+"""Collector ``histogram``: OSD op latency histograms from ``perf histogram dump``.
+
+The OSD keeps 2-D histograms latency x request size (src/osd/osd_perf_counters.cc):
+``op_r_latency_out_bytes_histogram``, ``op_w_latency_in_bytes_histogram``,
+``op_rw_latency_in_bytes_histogram``. Each axis (src/common/perf_histogram.{h,cc}) has a
+scale (linear/log2), ``min``, ``quant_size`` and ``buckets``; bucket 0 holds values below
+``min`` (underflow), bucket ``buckets-1`` everything above the last bound (overflow), and
+bucket i in between ends (exclusive) at ``min + quants(i) * quant_size`` with
+quants(i) = i (linear) or 2^(i-1) (log2). The OSD feeds the latency axis with
+``latency.to_nsec()``: nanoseconds, although the axis is named "Latency (usec)".
+
+Summing over the size axis gives a latency histogram, exported as the Prometheus
+histogram ``cephscope_osd_op_latency_seconds{ceph_daemon, op="r"|"w"|"rw"}`` with
+cumulative ``le`` buckets in seconds (bucket i's exclusive upper bound: latencies are whole
+nanoseconds, so "< bound" is "<= bound"); the overflow bucket only feeds ``+Inf``.
+``_count`` is the histogram's total; ``_sum`` is the matching long-running average of
+``perf dump`` (``osd.op_<op>_latency.sum``, same ops, same code path).
+
+Summing over the latency axis gives ``cephscope_osd_op_size_bytes{ceph_daemon, op}``:
+request sizes, ``le`` = the inclusive upper byte bound of each size bucket (a 4096-byte
+write falls in the 4096..8191 bucket, so ``le="8191"``); ``_sum`` from
+``osd.op_<op>_inb``/``op_r_outb`` byte counters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cephscope.exporter.collector import DaemonCollector, DaemonSession
+from cephscope.exporter.exposition import MetricSink, format_value
+
+# op label -> (histogram counter in the "osd" collection, perf dump latency avg, bytes counter)
+OSD_OP_HISTOGRAMS: dict[str, tuple[str, str, str]] = {
+    "r": ("op_r_latency_out_bytes_histogram", "op_r_latency", "op_r_out_bytes"),
+    "w": ("op_w_latency_in_bytes_histogram", "op_w_latency", "op_w_in_bytes"),
+    "rw": ("op_rw_latency_in_bytes_histogram", "op_rw_latency", "op_rw_in_bytes"),
+}
+
+LATENCY_METRIC = "cephscope_osd_op_latency_seconds"
+SIZE_METRIC = "cephscope_osd_op_size_bytes"
+
+
+@dataclass(frozen=True)
+class Axis:
+    scale: str  # "linear" | "log2"
+    minimum: int
+    quant_size: int
+    buckets: int
+
+    @classmethod
+    def from_dump(cls, axis: Any) -> Axis:
+        if not isinstance(axis, dict):
+            raise ValueError(f"histogram axis is {axis!r}")
+        scale = axis.get("scale_type")
+        if scale not in ("linear", "log2"):
+            raise ValueError(f"histogram axis has unknown scale_type {scale!r}")
+        parsed = cls(scale, int(axis["min"]), int(axis["quant_size"]), int(axis["buckets"]))
+        if parsed.buckets < 2 or parsed.quant_size <= 0:
+            raise ValueError(f"histogram axis {axis.get('name')!r} is degenerate: {parsed}")
+        return parsed
+
+    def exclusive_upper_bounds(self) -> list[int]:
+        """Exclusive upper bound of buckets 0 .. buckets-2 (the last one is unbounded)."""
+        bounds = [self.minimum]  # underflow: value < min
+        for i in range(1, self.buckets - 1):
+            quants = i if self.scale == "linear" else 1 << (i - 1)
+            bounds.append(self.minimum + quants * self.quant_size)
+        return bounds
+
+
+def _matrix(values: Any, rows: int, cols: int) -> list[list[int]]:
+    if not isinstance(values, list) or len(values) != rows:
+        raise ValueError(f"histogram values are not {rows} rows")
+    for row in values:
+        if not isinstance(row, list) or len(row) != cols:
+            raise ValueError(f"histogram row is not {cols} values")
+    return values
+
+
+def cumulative(counts: list[int]) -> list[int]:
+    total = 0
+    out = []
+    for c in counts:
+        total += c
+        out.append(total)
+    return out
+
+
+class HistogramCollector(DaemonCollector):
+    name = "histogram"
+    help = "OSD op latency (and size) histograms from perf histogram dump"
+    default_enabled = True
+    daemon_types = frozenset({"osd"})
+
+    def __init__(self, args: Any) -> None:
+        super().__init__(args)
+        # Axis -> rendered le strings; axes are compile-time constants in the OSD.
+        self._le_cache: dict[tuple[Axis, str], list[str]] = {}
+
+    def _les(self, axis: Axis, unit: str) -> list[str]:
+        key = (axis, unit)
+        les = self._le_cache.get(key)
+        if les is None:
+            bounds = axis.exclusive_upper_bounds()
+            if unit == "ns":
+                les = [format_value(b / 1e9) for b in bounds]
+            else:  # whole bytes: inclusive upper bound
+                les = [format_value(b - 1) for b in bounds]
+            self._le_cache[key] = les
+        return les
+
+    def collect_daemon(self, session: DaemonSession, sink: MetricSink) -> None:
+        dump = session.command("perf histogram dump")
+        osd = dump.get("osd") if isinstance(dump, dict) else None
+        if not isinstance(osd, dict):
+            raise ValueError(f"{session.daemon.name}: perf histogram dump has no osd section")
+        # The sums come from perf dump (memoised: the perf collector fetched it already).
+        perf_osd: dict[str, Any] = {}
+        try:
+            perf = session.command("perf dump")
+            if isinstance(perf, dict) and isinstance(perf.get("osd"), dict):
+                perf_osd = perf["osd"]
+        except ValueError:
+            perf_osd = {}
+        daemon = session.daemon.name
+        lat_fam = sink.histogram(
+            LATENCY_METRIC,
+            "OSD op latency (client op received to reply), from the OSD's latency x size "
+            "perf histograms with the size axis summed.",
+        )
+        size_fam = sink.histogram(
+            SIZE_METRIC,
+            "OSD op request size (bytes in for w/rw, out for r), from the same histograms "
+            "with the latency axis summed.",
+        )
+        for op, (hist_name, latency_avg, bytes_counter) in OSD_OP_HISTOGRAMS.items():
+            hist = osd.get(hist_name)
+            if not isinstance(hist, dict):
+                continue
+            axes = hist.get("axes")
+            if not isinstance(axes, list) or len(axes) != 2:
+                raise ValueError(f"{daemon}: {hist_name} does not have two axes")
+            lat_axis, size_axis = Axis.from_dump(axes[0]), Axis.from_dump(axes[1])
+            matrix = _matrix(hist.get("values"), lat_axis.buckets, size_axis.buckets)
+            lat_counts = [sum(row) for row in matrix]
+            size_counts = [sum(col) for col in zip(*matrix, strict=True)]
+            total = sum(lat_counts)
+            labels = f'{session.daemon_label},op="{op}"'
+            latency_sum = perf_osd.get(latency_avg)
+            lat_sum = latency_sum.get("sum", 0) if isinstance(latency_sum, dict) else 0
+            self._emit(lat_fam, labels, self._les(lat_axis, "ns"), lat_counts, total, lat_sum)
+            size_sum = perf_osd.get(bytes_counter, 0)
+            if not isinstance(size_sum, int | float):
+                size_sum = 0
+            self._emit(size_fam, labels, self._les(size_axis, "bytes"), size_counts, total,
+                       size_sum)
+
+    @staticmethod
+    def _emit(
+        fam: Any, labels: str, les: list[str], counts: list[int], total: int, total_sum: float
+    ) -> None:
+        running = cumulative(counts[:-1])  # the overflow bucket only counts towards +Inf
+        for le, value in zip(les, running, strict=True):
+            fam.add_rendered(f'{labels},le="{le}"', value, "_bucket")
+        fam.add_rendered(f'{labels},le="+Inf"', total, "_bucket")
+        fam.add_rendered(labels, total_sum, "_sum")
+        fam.add_rendered(labels, total, "_count")
+
+
+COLLECTOR = HistogramCollector
