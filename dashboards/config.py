@@ -1,0 +1,60 @@
+"""Selectors and thresholds shared by the dashboards and the alert rules (mixin style).
+
+Every job selector and every alert threshold lives here, so a deployment changes them in
+one place and rebuilds with `cephscope dashboards` (which writes the dashboards JSON and
+the generated rule files under alerts/).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MixinConfig:
+    # Prometheus job names as the local stack (deploy/stack.py) and docker-compose scrape them.
+    exporter_job_selector: str = 'job="cephscope-exporter"'
+    node_job_selector: str = 'job="node"'
+    runner_job_selector: str = 'job="cephscope-runner"'
+
+    # Grafana datasource uid provisioned by dashboards/provisioning/datasources/.
+    datasource_uid: str = "cephscope-prometheus"
+    # Grafana tag the runner puts on its region annotations.
+    runner_annotation_tag: str = "cephscope"
+
+    # Window of the recorded rates: short enough to follow a 30 s sweep step,
+    # long enough for >= 4 scrapes at a 5 s scrape interval.
+    rate_window: str = "30s"
+    # Evaluation interval of the per-step rule groups (a step lasts tens of seconds).
+    step_rules_interval: str = "5s"
+
+    # Latency regression: client latency of a step vs the baseline run's latency at the
+    # same step id, as published by the runner (`cephscope sweep --baseline RUN_DIR`).
+    latency_regression_ratio: float = 1.5
+    # Ignore regressions below this absolute increase (noise on sub-millisecond steps).
+    latency_regression_min_increase_seconds: float = 0.0005
+    latency_regression_for: str = "20s"
+    # How far back Prometheus looks for the baseline run's per-step OSD latency (the
+    # baseline must have run against the same Prometheus within this window).
+    baseline_lookback: str = "7d"
+    # IOPS regression: the step's IOPS below this fraction of the baseline's.
+    iops_regression_ratio: float = 0.67
+
+    # Ops in flight longer than osd_op_complaint_time (Ceph's "slow ops").
+    blocked_ops_for: str = "1m"
+    # OSD op latency p99 above this for `slow_ops_for` is a slow-ops warning.
+    slow_op_p99_seconds: float = 1.0
+    slow_ops_for: str = "2m"
+
+    daemon_down_for: str = "30s"
+    scrape_failing_for: str = "1m"
+
+    # Device busy fraction (node_disk_io_time_seconds rate) counted as saturated.
+    disk_saturation_util: float = 0.95
+    disk_saturation_for: str = "2m"
+
+    # Where the runbook sections live (docs/alerts.md in the repository).
+    runbook_base_url: str = "https://github.com/cephscope/cephscope/blob/main/docs/alerts.md"
+
+
+DEFAULT_CONFIG = MixinConfig()

@@ -1,0 +1,531 @@
+"""The four cephscope dashboards, as typed builders.
+
+Metric names: ceph-exporter's perf-counter names (`ceph_osd_op_w_latency_sum`, ...), the
+exporter's own `cephscope_*` series, node_exporter, the runner's step series, and the
+recording rules in alerts/ (per-step aggregates here, per-OSD device/NIC by the topology rules).
+Sweep parameters are only on `cephscope_step_info`: panels join it with
+`* on(run, step) group_left()` (or through the per-step recording rules that do the join).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from grafana_foundation_sdk.builders import dashboard as gdash
+
+from cephscope.dashboards.common import (
+    OSD_SEL,
+    RUN_SEL,
+    SCHEMA_TAG,
+    Query,
+    datasource_variable,
+    exporter_variables,
+    finish,
+    query_variable,
+    run_variable,
+    sel,
+    step_annotations,
+    table,
+    timeseries,
+)
+from cephscope.dashboards.config import MixinConfig
+
+# Stable dashboard uids: links and bookmarks survive rebuilds.
+UID_SWEEP_OVERVIEW = "cephscope-sweep-overview"
+UID_OSD_INTERNALS = "cephscope-osd-internals"
+UID_DEVICES_NETWORK = "cephscope-devices-network"
+UID_SWEEP_COMPARISON = "cephscope-sweep-comparison"
+
+OP_TYPES = ("r", "w", "rw")
+
+
+def _base(title: str, uid: str, description: str) -> gdash.Dashboard:
+    return (
+        gdash.Dashboard(title)
+        .uid(uid)
+        .description(description)
+        .tags([SCHEMA_TAG])
+        .editable()
+        .refresh("10s")
+        .time("now-30m", "now")
+        .timezone("utc")
+    )
+
+
+def _osd_op_rate(by: str) -> list[Query]:
+    return [
+        Query(
+            f"sum by ({by}) (rate(ceph_osd_op_{op}{sel(OSD_SEL)}[$__rate_interval]))",
+            f"{{{{{by}}}}} op_{op}" if by else f"op_{op}",
+        )
+        for op in OP_TYPES
+    ]
+
+
+def _osd_quantile(quantile: float, by: str) -> Query:
+    return Query(
+        f"histogram_quantile({quantile}, sum by (le, {by}) "
+        f"(rate(cephscope_osd_op_latency_seconds_bucket{sel(OSD_SEL)}[$__rate_interval])))",
+        f"p{round(quantile * 100)} {{{{{by.split(', ')[-1]}}}}}",
+    )
+
+
+def sweep_overview(cfg: MixinConfig) -> dict[str, Any]:
+    client = sel(RUN_SEL)
+    dashboard = _base(
+        "cephscope / Sweep overview",
+        UID_SWEEP_OVERVIEW,
+        "Sweep steps overlaid on client and OSD performance and CPU.",
+    )
+    for variable in [*exporter_variables(cfg), run_variable()]:
+        dashboard = dashboard.with_variable(variable)
+    for annotation in step_annotations(cfg):
+        dashboard = dashboard.annotation(annotation)
+    dashboard = (
+        dashboard.with_row(gdash.Row("Steps"))
+        .with_panel(
+            table(
+                "Active step parameters",
+                [Query(f"cephscope_step_info{client}")],
+                "The step running at the end of the time range, with every sweep axis.",
+                height=5,
+            )
+        )
+        .with_panel(
+            table(
+                "Steps in time range",
+                [Query(f"max_over_time(cephscope_step_info{client}[$__range])")],
+                "Every step that ran in the time range, with its parameters.",
+                height=7,
+            )
+        )
+        .with_row(gdash.Row("Client (benchmark tool)"))
+        .with_panel(
+            timeseries(
+                "Client IOPS",
+                [
+                    Query(
+                        f"sum by (run, step, mode) (cephscope_client_ops_per_second{client})",
+                        "{{mode}} step {{step}}",
+                    )
+                ],
+                "iops",
+                "Per-second operations reported live by the benchmark tool.",
+            )
+        )
+        .with_panel(
+            timeseries(
+                "Client latency",
+                [
+                    Query(
+                        f"max by (run, step, mode) (cephscope_client_latency_seconds{client})",
+                        "{{mode}} step {{step}}",
+                    ),
+                    Query(
+                        "cephscope_step_baseline_latency_seconds" + sel(RUN_SEL, 'stat="avg"'),
+                        "baseline avg {{mode}} step {{step}}",
+                    ),
+                ],
+                "s",
+                "Live client latency; the baseline run's average for the same step id when the "
+                "sweep runs with --baseline.",
+            )
+        )
+        .with_row(gdash.Row("OSD"))
+        .with_panel(
+            timeseries(
+                "OSD op rate (all OSDs)",
+                _osd_op_rate(""),
+                "ops",
+                "Client ops seen by the OSDs (ceph_osd_op_r/_w/_rw), summed.",
+                width=8,
+            )
+        )
+        .with_panel(
+            timeseries(
+                "OSD op latency p50 / p99 (all OSDs)",
+                [_osd_quantile(0.5, "op"), _osd_quantile(0.99, "op")],
+                "s",
+                "From the exporter's latency histograms (perf histogram dump), by op type.",
+                width=8,
+            )
+        )
+        .with_panel(
+            timeseries(
+                "OSD op latency avg (all OSDs)",
+                [
+                    Query(
+                        f"sum(rate(ceph_osd_op_{op}_latency_sum{sel(OSD_SEL)}[$__rate_interval])) / "
+                        f"sum(rate(ceph_osd_op_{op}_latency_count{sel(OSD_SEL)}[$__rate_interval]))",
+                        f"avg op_{op}",
+                    )
+                    for op in OP_TYPES
+                ],
+                "s",
+                "Average from the perf counters' _sum/_count pairs.",
+                width=8,
+            )
+        )
+        .with_row(gdash.Row("CPU"))
+        .with_panel(
+            timeseries(
+                "Host CPU busy",
+                [
+                    Query(
+                        "1 - avg by (instance) (rate(node_cpu_seconds_total"
+                        + sel(cfg.node_job_selector, 'mode="idle"')
+                        + "[$__rate_interval]))",
+                        "{{instance}}",
+                    )
+                ],
+                "percentunit",
+                "node_exporter: fraction of all cores not idle.",
+            )
+        )
+        .with_panel(
+            timeseries(
+                "OSD CPU by thread group",
+                [
+                    Query(
+                        "sum by (ceph_daemon, thread_group) (rate(cephscope_osd_thread_cpu_seconds_total"
+                        f"{sel(OSD_SEL)}[$__rate_interval]))",
+                        "{{ceph_daemon}} {{thread_group}}",
+                    )
+                ],
+                "percentunit",
+                "Per-thread CPU of the OSD processes (cores), grouped by thread name "
+                "(tp_osd_tp, msgr-worker, bstore_kv_sync, ...).",
+            )
+        )
+    )
+    return finish(dashboard)
+
+
+def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
+    dashboard = _base(
+        "cephscope / OSD internals",
+        UID_OSD_INTERNALS,
+        "Per-OSD latency, op queue, in-flight ops, historic-op phases, BlueStore and RocksDB.",
+    )
+    for variable in [*exporter_variables(cfg), run_variable()]:
+        dashboard = dashboard.with_variable(variable)
+    for annotation in step_annotations(cfg):
+        dashboard = dashboard.annotation(annotation)
+
+    def avg_latency(counter: str) -> str:
+        return (
+            f"sum by (ceph_daemon) (rate({counter}_sum{sel(OSD_SEL)}[$__rate_interval])) / "
+            f"sum by (ceph_daemon) (rate({counter}_count{sel(OSD_SEL)}[$__rate_interval]))"
+        )
+
+    dashboard = (
+        dashboard.with_row(gdash.Row("Latency per OSD"))
+        .with_panel(
+            timeseries(
+                "Op latency avg per OSD",
+                [Query(avg_latency("ceph_osd_op_latency"), "{{ceph_daemon}}")],
+                "s",
+                "ceph_osd_op_latency: client op latency including queue time.",
+                width=8,
+            )
+        )
+        .with_panel(
+            timeseries(
+                "Op latency p50 per OSD",
+                [_osd_quantile(0.5, "ceph_daemon")],
+                "s",
+                "From the exporter's latency histograms, all op types.",
+                width=8,
+            )
+        )
+        .with_panel(
+            timeseries(
+                "Op latency p99 per OSD",
+                [_osd_quantile(0.99, "ceph_daemon")],
+                "s",
+                "From the exporter's latency histograms, all op types.",
+                width=8,
+            )
+        )
+        .with_row(gdash.Row("Op queue"))
+        .with_panel(
+            timeseries(
+                "Queue wait per OSD",
+                [
+                    Query(
+                        "(sum by (ceph_daemon) (rate(ceph_osd_op_latency_sum"
+                        f"{sel(OSD_SEL)}[$__rate_interval])) - sum by (ceph_daemon) "
+                        f"(rate(ceph_osd_op_process_latency_sum{sel(OSD_SEL)}[$__rate_interval])))"
+                        " / sum by (ceph_daemon) (rate(ceph_osd_op_latency_count"
+                        f"{sel(OSD_SEL)}[$__rate_interval]))",
+                        "{{ceph_daemon}}",
+                    )
+                ],
+                "s",
+                "Average time an op waits before processing: op_latency (with queue time) minus "
+                "op_process_latency (without).",
+                width=8,
+            )
+        )
+        .with_panel(
+            timeseries(
+                "Queued items per shard",
+                [
+                    Query(
+                        f"sum by (ceph_daemon, shard) (cephscope_osd_op_queue_items{sel(OSD_SEL)})",
+                        "{{ceph_daemon}} shard {{shard}}",
+                    )
+                ],
+                "short",
+                "Items in each ShardedOpWQ shard at scrape time (dump_op_pq_state).",
+                width=8,
+            )
+        )
+        .with_panel(
+            timeseries(
+                "Ops in flight / blocked",
+                [
+                    Query(f"cephscope_osd_ops_in_flight{sel(OSD_SEL)}", "in flight {{ceph_daemon}}"),
+                    Query(f"cephscope_osd_ops_blocked{sel(OSD_SEL)}", "blocked {{ceph_daemon}}"),
+                ],
+                "short",
+                "dump_ops_in_flight; blocked = older than osd_op_complaint_time.",
+                width=8,
+            )
+        )
+        .with_row(gdash.Row("Historic ops"))
+        .with_panel(
+            timeseries(
+                "Historic-op phase durations",
+                [
+                    Query(
+                        "sum by (ceph_daemon, phase) (rate(cephscope_osd_historic_op_phase_seconds_sum"
+                        f"{sel(OSD_SEL)}[$__rate_interval])) / sum by (ceph_daemon, phase) "
+                        "(rate(cephscope_osd_historic_op_phase_seconds_count"
+                        f"{sel(OSD_SEL)}[$__rate_interval]))",
+                        "{{ceph_daemon}} {{phase}}",
+                    )
+                ],
+                "s",
+                "Average time between events of the slowest recent ops (dump_historic_ops).",
+                width=24,
+            )
+        )
+        .with_row(gdash.Row("BlueStore / RocksDB"))
+        .with_panel(
+            timeseries(
+                "BlueStore commit and kv latency",
+                [
+                    Query(avg_latency("ceph_bluestore_commit_lat"), "commit {{ceph_daemon}}"),
+                    Query(avg_latency("ceph_bluestore_kv_sync_lat"), "kv_sync {{ceph_daemon}}"),
+                    Query(avg_latency("ceph_bluestore_kv_flush_lat"), "kv_flush {{ceph_daemon}}"),
+                ],
+                "s",
+                "BlueStore transaction commit, kv sync and kv flush latency.",
+            )
+        )
+        .with_panel(
+            timeseries(
+                "RocksDB submit / get latency",
+                [
+                    Query(
+                        avg_latency("ceph_rocksdb_submit_transaction_sync"),
+                        "submit sync {{ceph_daemon}}",
+                    ),
+                    Query(avg_latency("ceph_rocksdb_get_latency"), "get {{ceph_daemon}}"),
+                ],
+                "s",
+                "RocksDB synchronous transaction submit and get latency.",
+            )
+        )
+    )
+    return finish(dashboard)
+
+
+def devices_network(cfg: MixinConfig) -> dict[str, Any]:
+    """Per-OSD device and NIC figures from the topology recording rules (#4)."""
+    dashboard = _base(
+        "cephscope / Devices & network",
+        UID_DEVICES_NETWORK,
+        "Per-OSD data device await, utilisation, queue, IOPS and NIC bandwidth.",
+    )
+    for variable in [*exporter_variables(cfg), run_variable()]:
+        dashboard = dashboard.with_variable(variable)
+    for annotation in step_annotations(cfg):
+        dashboard = dashboard.annotation(annotation)
+    osd = sel('ceph_daemon=~"$ceph_daemon"')
+
+    def per_osd(title: str, record: str, unit: str, description: str, width: int = 8) -> Any:
+        return timeseries(
+            title, [Query(f"{record}{osd}", "{{ceph_daemon}} {{device}}")], unit, description, width
+        )
+
+    dashboard = (
+        dashboard.with_row(gdash.Row("Devices"))
+        .with_panel(
+            table(
+                "OSD data devices",
+                [Query(f"cephscope_osd_device_info{sel(OSD_SEL)}")],
+                "Device of each OSD with model and rotational flag (exporter topology info).",
+                height=6,
+            )
+        )
+        .with_panel(
+            per_osd(
+                "Device await",
+                "ceph_daemon_device:node_disk_await_seconds:rate",
+                "s",
+                "Average time per completed I/O on the OSD's data device.",
+            )
+        )
+        .with_panel(
+            per_osd(
+                "Device utilisation",
+                "ceph_daemon_device:node_disk_util:rate",
+                "percentunit",
+                "Fraction of time the device was busy.",
+            )
+        )
+        .with_panel(
+            per_osd(
+                "Device queue depth",
+                "ceph_daemon_device:node_disk_queue_depth:rate",
+                "short",
+                "Average number of I/Os in progress (weighted I/O time).",
+            )
+        )
+        .with_panel(
+            per_osd(
+                "Device IOPS",
+                "ceph_daemon_device:node_disk_iops:rate",
+                "iops",
+                "Reads + writes completed per second.",
+                width=12,
+            )
+        )
+        .with_panel(
+            per_osd(
+                "Device throughput",
+                "ceph_daemon_device:node_disk_bytes:rate",
+                "Bps",
+                "Bytes read + written per second.",
+                width=12,
+            )
+        )
+        .with_row(gdash.Row("Network"))
+        .with_panel(
+            table(
+                "OSD networks",
+                [Query(f"cephscope_osd_network_info{sel(OSD_SEL)}")],
+                "Public / cluster address and interface of each OSD.",
+                height=6,
+            )
+        )
+        .with_panel(
+            per_osd(
+                "NIC receive",
+                "ceph_daemon_device:node_network_receive_bytes:rate",
+                "Bps",
+                "Bytes received on the OSD's interfaces.",
+                width=12,
+            )
+        )
+        .with_panel(
+            per_osd(
+                "NIC transmit",
+                "ceph_daemon_device:node_network_transmit_bytes:rate",
+                "Bps",
+                "Bytes sent on the OSD's interfaces.",
+                width=12,
+            )
+        )
+    )
+    return finish(dashboard)
+
+
+def sweep_comparison(cfg: MixinConfig) -> dict[str, Any]:
+    """IOPS and latency per step parameters of one run: tables over the dashboard range."""
+    dashboard = _base(
+        "cephscope / Sweep comparison",
+        UID_SWEEP_COMPARISON,
+        "For one run: IOPS, latency and CPU per step, with every sweep parameter as a column.",
+    ).time("now-6h", "now")
+    dashboard = dashboard.with_variable(datasource_variable(cfg)).with_variable(
+        run_variable(multi=False)
+    )
+    for annotation in step_annotations(cfg):
+        dashboard = dashboard.annotation(annotation)
+    run = sel('run="$run"')
+    steps = f"max_over_time(cephscope_step_info{run}[$__range])"
+
+    def joined(inner: str) -> Query:
+        # Step params come from cephscope_step_info; the figure is joined in on (run, step).
+        return Query(f"{steps} * on(run, step) group_left() ({inner})")
+
+    dashboard = (
+        dashboard.with_row(gdash.Row("Per step (client)"))
+        .with_panel(
+            table(
+                "Client IOPS and latency per step",
+                [
+                    joined(
+                        "sum by (run, step) "
+                        f"(avg_over_time(cephscope_client_ops_per_second{run}[$__range]))"
+                    ),
+                    joined(
+                        "max by (run, step) "
+                        f"(avg_over_time(cephscope_client_latency_seconds{run}[$__range]))"
+                    ),
+                ],
+                "Average over each step's duration of the benchmark tool's live figures; one "
+                "row per step, sweep axes as columns. Value #A = IOPS, Value #B = latency (s).",
+                height=9,
+            )
+        )
+        .with_row(gdash.Row("Per step (OSD, from per-step recording rules)"))
+        .with_panel(
+            table(
+                "OSD IOPS, latency and CPU per step",
+                [
+                    Query(f"avg_over_time(cephscope_step:osd_ops:rate{run}[$__range])"),
+                    Query(f"avg_over_time(cephscope_step:osd_op_latency_seconds:avg{run}[$__range])"),
+                    Query(f"avg_over_time(cephscope_step:osd_op_latency_seconds:p99{run}[$__range])"),
+                    Query(f"avg_over_time(cephscope_step:osd_cpu_cores:rate{run}[$__range])"),
+                ],
+                "Recorded every few seconds while a step runs. Value #A = OSD ops/s, #B = avg "
+                "latency (s), #C = p99 latency (s), #D = OSD CPU (cores); IOPS per core = A / D.",
+                height=9,
+            )
+        )
+        .with_row(gdash.Row("Over time"))
+        .with_panel(
+            timeseries(
+                "OSD IOPS by step",
+                [Query(f"cephscope_step:osd_ops:rate{run}", "step {{step}}")],
+                "iops",
+                "Cluster OSD op rate while each step ran.",
+            )
+        )
+        .with_panel(
+            timeseries(
+                "OSD p99 latency by step",
+                [Query(f"cephscope_step:osd_op_latency_seconds:p99{run}", "step {{step}}")],
+                "s",
+                "Cluster OSD p99 op latency while each step ran.",
+            )
+        )
+    )
+    return finish(dashboard)
+
+
+def all_dashboards(cfg: MixinConfig) -> dict[str, dict[str, Any]]:
+    """File name (without .json) -> dashboard JSON."""
+    return {
+        "sweep-overview": sweep_overview(cfg),
+        "osd-internals": osd_internals(cfg),
+        "devices-network": devices_network(cfg),
+        "sweep-comparison": sweep_comparison(cfg),
+    }
+
+
+__all__ = ["all_dashboards", "query_variable"]

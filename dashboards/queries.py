@@ -1,0 +1,117 @@
+"""Every PromQL query of the generated dashboards and of docs/promql-cookbook.md, for tests.
+
+The live test runs each query, with Grafana's template variables substituted, against the real
+Prometheus; the unit tests check their structure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cephscope.dashboards.common import iter_panels
+
+VARIABLE_RE = re.compile(r"\$(?:\{(\w+)(?::\w+)?\}|(\w+))")
+LABEL_VALUES_RE = re.compile(r"^label_values\((?:(?P<selector>.+),\s*)?(?P<label>\w+)\)$")
+PROMQL_BLOCK_RE = re.compile(r"^```promql\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+@dataclass(frozen=True)
+class PanelQuery:
+    dashboard_uid: str
+    panel_title: str
+    ref_id: str
+    expr: str
+    instant: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.dashboard_uid} / {self.panel_title} / {self.ref_id}"
+
+
+@dataclass(frozen=True)
+class VariableQuery:
+    name: str
+    selector: str | None  # series selector of label_values(...), None for label_values(label)
+    label: str
+    include_all: bool
+    all_value: str | None
+
+
+def load_dashboards(json_dir: Path) -> dict[str, dict[str, Any]]:
+    """uid -> dashboard JSON for every file in json_dir."""
+    dashboards: dict[str, dict[str, Any]] = {}
+    for path in sorted(json_dir.glob("*.json")):
+        data = json.loads(path.read_text())
+        dashboards[data["uid"]] = data
+    return dashboards
+
+
+def panel_queries(dashboard: Mapping[str, Any]) -> list[PanelQuery]:
+    queries: list[PanelQuery] = []
+    for panel in iter_panels(dict(dashboard)):
+        for target in panel.get("targets", []):
+            if target.get("hide"):
+                continue
+            queries.append(
+                PanelQuery(
+                    dashboard_uid=dashboard["uid"],
+                    panel_title=panel.get("title", ""),
+                    ref_id=target.get("refId", ""),
+                    expr=target["expr"],
+                    instant=bool(target.get("instant")) and not target.get("range"),
+                )
+            )
+    return queries
+
+
+def annotation_queries(dashboard: Mapping[str, Any]) -> list[PanelQuery]:
+    return [
+        PanelQuery(dashboard["uid"], f"annotation {a['name']}", "", a["expr"], False)
+        for a in dashboard.get("annotations", {}).get("list", [])
+        if a.get("datasource", {}).get("type") == "prometheus" and a.get("expr")
+    ]
+
+
+def variable_queries(dashboard: Mapping[str, Any]) -> list[VariableQuery]:
+    """The `label_values(...)` query variables, in dashboard order (later ones use earlier)."""
+    variables: list[VariableQuery] = []
+    for variable in dashboard.get("templating", {}).get("list", []):
+        if variable.get("type") != "query":
+            continue
+        query = variable["query"]
+        text = query["query"] if isinstance(query, dict) else query
+        match = LABEL_VALUES_RE.match(text.strip())
+        if match is None:
+            raise ValueError(f"variable {variable['name']}: not a label_values() query: {text!r}")
+        variables.append(
+            VariableQuery(
+                name=variable["name"],
+                selector=match.group("selector"),
+                label=match.group("label"),
+                include_all=bool(variable.get("includeAll")),
+                all_value=variable.get("allValue"),
+            )
+        )
+    return variables
+
+
+def substitute(expr: str, values: Mapping[str, str]) -> str:
+    """Replace `$name` / `${name}` by values[name]; an unknown variable is an error."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        if name not in values:
+            raise KeyError(f"no value for template variable ${name} in {expr!r}")
+        return values[name]
+
+    return VARIABLE_RE.sub(replace, expr)
+
+
+def cookbook_queries(markdown: str) -> list[str]:
+    """The ```promql fenced blocks of the PromQL cookbook, in order."""
+    return [block.strip() for block in PROMQL_BLOCK_RE.findall(markdown)]
