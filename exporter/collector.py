@@ -132,9 +132,10 @@ class DaemonSession:
         timeout = min(self.call_timeout, self.remaining())
         if timeout <= 0:
             raise AsokTimeoutError(path, f"scrape deadline reached before {prefix!r}")
+        # Compact JSON: Ceph's default json-pretty is ~40 % more bytes to send and parse.
         raw = request_raw(
             path,
-            {"prefix": prefix, **args},
+            {"prefix": prefix, "format": "json", **args},
             timeout=timeout,
             max_response_bytes=self.max_response_bytes,
         )
