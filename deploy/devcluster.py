@@ -345,8 +345,7 @@ class DevCluster:
             running = self.running_daemons()
             if running:
                 raise DevClusterError(
-                    f"dev cluster in {self.state_dir} is already running "
-                    f"({', '.join(sorted(running))})"
+                    f"dev cluster in {self.state_dir} is already running ({', '.join(sorted(running))})"
                 )
             self._check_ports()
             self._start_existing()
@@ -461,17 +460,69 @@ log_file = {s}/log/$cluster-$name.$pid.log
         s = self.state_dir
         mon_keyring = s / "mon.keyring.tmp"
         authtool = "ceph-authtool"
-        self._run([authtool, "--create-keyring", str(mon_keyring), "--gen-key", "-n", "mon.",
-                   "--cap", "mon", "allow *"])
-        self._run([authtool, "--create-keyring", str(self.admin_keyring), "--gen-key",
-                   "-n", "client.admin", "--cap", "mon", "allow *", "--cap", "osd", "allow *",
-                   "--cap", "mds", "allow *", "--cap", "mgr", "allow *"])
+        self._run(
+            [
+                authtool,
+                "--create-keyring",
+                str(mon_keyring),
+                "--gen-key",
+                "-n",
+                "mon.",
+                "--cap",
+                "mon",
+                "allow *",
+            ]
+        )
+        self._run(
+            [
+                authtool,
+                "--create-keyring",
+                str(self.admin_keyring),
+                "--gen-key",
+                "-n",
+                "client.admin",
+                "--cap",
+                "mon",
+                "allow *",
+                "--cap",
+                "osd",
+                "allow *",
+                "--cap",
+                "mds",
+                "allow *",
+                "--cap",
+                "mgr",
+                "allow *",
+            ]
+        )
         self._run([authtool, str(mon_keyring), "--import-keyring", str(self.admin_keyring)])
         monmap = s / "monmap.tmp"
-        self._run(["monmaptool", "--create", "--fsid", self._fsid,
-                   "--addv", MON_ID, f"[v2:127.0.0.1:{self.mon_port}]", str(monmap)])
-        self._run(["ceph-mon", "-c", str(self.conf_path), "--mkfs", "-i", MON_ID,
-                   "--monmap", str(monmap), "--keyring", str(mon_keyring)])
+        self._run(
+            [
+                "monmaptool",
+                "--create",
+                "--fsid",
+                self._fsid,
+                "--addv",
+                MON_ID,
+                f"[v2:127.0.0.1:{self.mon_port}]",
+                str(monmap),
+            ]
+        )
+        self._run(
+            [
+                "ceph-mon",
+                "-c",
+                str(self.conf_path),
+                "--mkfs",
+                "-i",
+                MON_ID,
+                "--monmap",
+                str(monmap),
+                "--keyring",
+                str(mon_keyring),
+            ]
+        )
         monmap.unlink()
         mon_keyring.unlink()
         self._start_daemon("mon", MON_ID)
@@ -479,9 +530,21 @@ log_file = {s}/log/$cluster-$name.$pid.log
     def _bootstrap_mgr(self) -> None:
         mgr_dir = self.state_dir / "mgr" / f"ceph-{MGR_ID}"
         mgr_dir.mkdir(parents=True, exist_ok=True)
-        self._run(self.ceph_argv("auth", "get-or-create", f"mgr.{MGR_ID}",
-                                 "mon", "allow profile mgr", "osd", "allow *", "mds", "allow *",
-                                 "-o", str(mgr_dir / "keyring")))
+        self._run(
+            self.ceph_argv(
+                "auth",
+                "get-or-create",
+                f"mgr.{MGR_ID}",
+                "mon",
+                "allow profile mgr",
+                "osd",
+                "allow *",
+                "mds",
+                "allow *",
+                "-o",
+                str(mgr_dir / "keyring"),
+            )
+        )
         self._start_daemon("mgr", MGR_ID)
 
     def _attach_loop(self, image: Path) -> str:
@@ -505,8 +568,17 @@ log_file = {s}/log/$cluster-$name.$pid.log
             osd_id = int(out.stdout.decode().strip())
             data = self.osd_data(osd_id)
             data.mkdir(parents=True, exist_ok=True)
-            self._run(["ceph-authtool", "--create-keyring", str(data / "keyring"),
-                       "--name", f"osd.{osd_id}", "--add-key", secret])
+            self._run(
+                [
+                    "ceph-authtool",
+                    "--create-keyring",
+                    str(data / "keyring"),
+                    "--name",
+                    f"osd.{osd_id}",
+                    "--add-key",
+                    secret,
+                ]
+            )
             image = self.state_dir / "blocks" / f"osd.{osd_id}.img"
             loop_device = None
             if state.backing == "loop":
@@ -520,8 +592,16 @@ log_file = {s}/log/$cluster-$name.$pid.log
             (data / "fsid").write_text(osd_uuid + "\n")
 
         def mkfs(backing: OsdBacking) -> None:
-            argv = ["ceph-osd", "-c", str(self.conf_path), "-i", str(backing.osd_id), "--mkfs",
-                    "--osd-uuid", (self.osd_data(backing.osd_id) / "fsid").read_text().strip()]
+            argv = [
+                "ceph-osd",
+                "-c",
+                str(self.conf_path),
+                "-i",
+                str(backing.osd_id),
+                "--mkfs",
+                "--osd-uuid",
+                (self.osd_data(backing.osd_id) / "fsid").read_text().strip(),
+            ]
             if backing.loop_device:
                 argv += ["--bluestore-block-path", backing.loop_device]
             else:
@@ -543,8 +623,11 @@ log_file = {s}/log/$cluster-$name.$pid.log
         self.ceph("osd", "pool", "application", "enable", self.bench_pool, "rados")
         self.ceph("osd", "pool", "create", self.rbd_pool, "32", "32", "replicated")
         self._run(self.rbd_argv("pool", "init", self.rbd_pool))
-        self._run(self.rbd_argv("create", "--size", str(self.rbd_image_size_mib),
-                                f"{self.rbd_pool}/{self.rbd_image}"))
+        self._run(
+            self.rbd_argv(
+                "create", "--size", str(self.rbd_image_size_mib), f"{self.rbd_pool}/{self.rbd_image}"
+            )
+        )
 
     def _start_existing(self) -> None:
         state = self.load_state()

@@ -11,16 +11,18 @@ from cephscope.deploy.devcluster import DevCluster, DevClusterError, default_sta
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "action", choices=["up", "down", "status", "restart-osd", "purge"], help="what to do"
-    )
+    parser.add_argument("action", choices=["up", "down", "status", "restart-osd", "purge"], help="what to do")
     parser.add_argument("osd_id", nargs="?", type=int, help="OSD id (restart-osd)")
     parser.add_argument(
-        "--state-dir", type=Path, default=default_state_dir(),
+        "--state-dir",
+        type=Path,
+        default=default_state_dir(),
         help="all state of this cluster lives here (default: %(default)s)",
     )
     parser.add_argument(
-        "--port-base", type=int, default=40000,
+        "--port-base",
+        type=int,
+        default=40000,
         help="mon port; daemons bind base+10..base+99 (default: %(default)s)",
     )
     parser.add_argument("--osds", type=int, default=3, help="number of OSDs (default: %(default)s)")
@@ -28,11 +30,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--osd-size-gib", type=int, default=10, help="sparse size of each OSD (default: %(default)s)"
     )
     parser.add_argument(
-        "--backing", choices=["auto", "loop", "file"], default="auto",
+        "--backing",
+        choices=["auto", "loop", "file"],
+        default="auto",
         help="OSD block device: loop devices (auto falls back to plain files)",
     )
     parser.add_argument(
-        "--device-class", choices=["ssd", "hdd"], default="ssd",
+        "--device-class",
+        choices=["ssd", "hdd"],
+        default="ssd",
         help="rotational flag of the loop devices and CRUSH device class",
     )
     parser.add_argument("--json", action="store_true", help="status as JSON")
@@ -60,8 +66,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"  conf:     {cluster.conf_path}")
             print(f"  sockets:  {cluster.asok_dir}")
             print(f"  mon:      v2:127.0.0.1:{cluster.mon_port}")
-            print(f"  pools:    {cluster.bench_pool} (rados bench), "
-                  f"{cluster.rbd_pool}/{cluster.rbd_image} (fio rbd)")
+            print(
+                f"  pools:    {cluster.bench_pool} (rados bench), "
+                f"{cluster.rbd_pool}/{cluster.rbd_image} (fio rbd)"
+            )
             print(f"  try:      ceph -c {cluster.conf_path} -s")
         elif args.action == "down":
             stopped = cluster.down()
@@ -72,8 +80,10 @@ def run(args: argparse.Namespace) -> int:
                 print(json.dumps(status, indent=2))
             else:
                 print(f"state dir: {status['state_dir']}  fsid {status['fsid']}")
-                print(f"mon {status['mon']}  msgr ports {status['msgr_ports']}  "
-                      f"backing {status['backing']}  health {status['health'] or 'unreachable'}")
+                print(
+                    f"mon {status['mon']}  msgr ports {status['msgr_ports']}  "
+                    f"backing {status['backing']}  health {status['health'] or 'unreachable'}"
+                )
                 for name, pid in status["daemons"].items():
                     print(f"  {name:8} {'pid ' + str(pid) if pid else 'stopped'}")
             return 0 if status["health"] else 1

@@ -1,0 +1,408 @@
+"""The local monitoring stack without Docker: Prometheus, Alertmanager, node_exporter (Debian's
+packages) and cephscope-exporter, configured for the dev cluster, all on 127.0.0.1.
+
+Ports are a base plus fixed offsets so that two stacks run side by side:
+
+    +0 Prometheus   +1 Alertmanager   +3 node_exporter   +4 cephscope-exporter   +5 runner (scraped)
+
+All state (configs, TSDB, logs, pid files) lives under one state dir; `down` stops only the
+processes whose pid files are there and whose command line names that state dir.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cephscope.deploy.devcluster import pid_alive, port_is_free, proc_cmdline
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ALERTS_DIR = REPO_ROOT / "alerts"
+
+PROMETHEUS_OFFSET = 0
+ALERTMANAGER_OFFSET = 1
+NODE_EXPORTER_OFFSET = 3
+EXPORTER_OFFSET = 4
+RUNNER_OFFSET = 5
+
+SCRAPE_INTERVAL_SECONDS = 5
+EXPORTER_JOB = "cephscope-exporter"
+NODE_JOB = "node"
+RUNNER_JOB = "cephscope-runner"
+
+
+class StackError(RuntimeError):
+    """Something the user must fix; the message is one clear line."""
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "cephscope" / "stack"
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    binary: str
+    package: str
+    port_offset: int
+    ready_path: str
+
+
+COMPONENTS = (
+    Component("prometheus", "prometheus", "prometheus", PROMETHEUS_OFFSET, "/-/ready"),
+    Component(
+        "alertmanager",
+        "prometheus-alertmanager",
+        "prometheus-alertmanager",
+        ALERTMANAGER_OFFSET,
+        "/-/ready",
+    ),
+    Component(
+        "node_exporter",
+        "prometheus-node-exporter",
+        "prometheus-node-exporter",
+        NODE_EXPORTER_OFFSET,
+        "/metrics",
+    ),
+    Component("exporter", "cephscope-exporter", "cephscope (make setup)", EXPORTER_OFFSET, "/metrics"),
+)
+
+
+def http_get(url: str, timeout: float = 5.0) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return resp.read()
+
+
+class Stack:
+    def __init__(
+        self,
+        state_dir: Path | str | None = None,
+        port_base: int = 41000,
+        asok_dir: Path | str | None = None,
+        ceph_conf: Path | str | None = None,
+        with_exporter: bool = True,
+        webhook_url: str | None = None,
+        exporter_args: list[str] | None = None,
+        scrape_interval_seconds: int = SCRAPE_INTERVAL_SECONDS,
+        log: Any = None,
+    ) -> None:
+        self.state_dir = Path(state_dir or default_state_dir()).resolve()
+        self.port_base = port_base
+        self.asok_dir = Path(asok_dir) if asok_dir else None
+        self.ceph_conf = Path(ceph_conf) if ceph_conf else None
+        self.with_exporter = with_exporter
+        self.webhook_url = webhook_url
+        self.exporter_args = list(exporter_args or [])
+        self.scrape_interval_seconds = scrape_interval_seconds
+        self._log = log or (lambda msg: print(msg, flush=True))
+        saved = self.state_dir / "stack.json"
+        if saved.exists():
+            self.port_base = json.loads(saved.read_text())["port_base"]
+
+    # ---- addresses -------------------------------------------------------------------------
+
+    def port(self, offset: int) -> int:
+        return self.port_base + offset
+
+    def url(self, offset: int) -> str:
+        return f"http://127.0.0.1:{self.port(offset)}"
+
+    @property
+    def prometheus_url(self) -> str:
+        return self.url(PROMETHEUS_OFFSET)
+
+    @property
+    def alertmanager_url(self) -> str:
+        return self.url(ALERTMANAGER_OFFSET)
+
+    @property
+    def node_exporter_url(self) -> str:
+        return self.url(NODE_EXPORTER_OFFSET)
+
+    @property
+    def exporter_url(self) -> str:
+        return self.url(EXPORTER_OFFSET)
+
+    @property
+    def runner_port(self) -> int:
+        return self.port(RUNNER_OFFSET)
+
+    def _components(self) -> list[Component]:
+        return [c for c in COMPONENTS if c.name != "exporter" or self.with_exporter]
+
+    # ---- configs ---------------------------------------------------------------------------
+
+    def prometheus_config(self) -> dict[str, Any]:
+        interval = f"{self.scrape_interval_seconds}s"
+
+        def job(name: str, offset: int, **extra: Any) -> dict[str, Any]:
+            return {
+                "job_name": name,
+                "static_configs": [{"targets": [f"127.0.0.1:{self.port(offset)}"]}],
+                **extra,
+            }
+
+        jobs = [
+            job("prometheus", PROMETHEUS_OFFSET),
+            job("alertmanager", ALERTMANAGER_OFFSET),
+            job(NODE_JOB, NODE_EXPORTER_OFFSET),
+            job(RUNNER_JOB, RUNNER_OFFSET),
+        ]
+        if self.with_exporter:
+            jobs.insert(2, job(EXPORTER_JOB, EXPORTER_OFFSET))
+        return {
+            "global": {
+                "scrape_interval": interval,
+                "scrape_timeout": f"{max(1, self.scrape_interval_seconds - 1)}s",
+                "evaluation_interval": interval,
+            },
+            "rule_files": [str(ALERTS_DIR / "*.rules.yml")],
+            "alerting": {
+                "alertmanagers": [
+                    {"static_configs": [{"targets": [f"127.0.0.1:{self.port(ALERTMANAGER_OFFSET)}"]}]}
+                ]
+            },
+            "scrape_configs": jobs,
+        }
+
+    def alertmanager_config(self) -> dict[str, Any]:
+        source = ALERTS_DIR / "alertmanager.yml"
+        if source.exists():
+            config = yaml.safe_load(source.read_text())
+        else:
+            config = {"route": {"receiver": "webhook"}, "receivers": [{"name": "webhook"}]}
+        # The example receiver named `webhook` is pointed at the URL we were given (a test's
+        # local receiver); without one it points at a port nothing listens on.
+        url = self.webhook_url or f"http://127.0.0.1:{self.port(RUNNER_OFFSET + 1)}/alerts"
+        for receiver in config.get("receivers", []):
+            if receiver.get("name") == "webhook":
+                receiver["webhook_configs"] = [{"url": url, "send_resolved": True}]
+        return config
+
+    def _argv(self, component: Component) -> list[str]:
+        s = self.state_dir
+        listen = f"127.0.0.1:{self.port(component.port_offset)}"
+        if component.name == "prometheus":
+            return [
+                component.binary,
+                f"--config.file={s}/prometheus.yml",
+                f"--storage.tsdb.path={s}/prometheus-data",
+                f"--web.listen-address={listen}",
+                "--web.enable-lifecycle",
+                "--storage.tsdb.retention.time=15d",
+            ]
+        if component.name == "alertmanager":
+            return [
+                component.binary,
+                f"--config.file={s}/alertmanager.yml",
+                f"--storage.path={s}/alertmanager-data",
+                f"--web.listen-address={listen}",
+                # An empty cluster address turns off gossip (it would listen on 0.0.0.0:9094).
+                "--cluster.listen-address=",
+            ]
+        if component.name == "node_exporter":
+            return [
+                component.binary,
+                f"--web.listen-address={listen}",
+                "--no-collector.systemd",
+                # The dev cluster's OSDs are loop devices and all its traffic is on lo:
+                # the defaults would drop both.
+                r"--collector.diskstats.device-exclude=^(ram|fd)\d+$",
+                "--collector.netdev.device-exclude=^$",
+                f"--collector.textfile.directory={s}/textfile",
+            ]
+        argv = [
+            self._exporter_binary(),
+            f"--web.listen-address={listen}",
+        ]
+        if self.asok_dir:
+            argv.append(f"--ceph.asok-dir={self.asok_dir}")
+        if self.ceph_conf:
+            argv.append(f"--ceph.conf={self.ceph_conf}")
+        return argv + self.exporter_args
+
+    @staticmethod
+    def _exporter_binary() -> str:
+        beside = Path(sys.executable).parent / "cephscope-exporter"
+        return str(beside) if beside.exists() else "cephscope-exporter"
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def _pid_file(self, component: Component) -> Path:
+        return self.state_dir / "run" / f"{component.name}.pid"
+
+    def _pid(self, component: Component) -> int | None:
+        try:
+            pid = int(self._pid_file(component).read_text().strip())
+        except (OSError, ValueError):
+            return None
+        if not pid_alive(pid):
+            return None
+        listen = f"--web.listen-address=127.0.0.1:{self.port(component.port_offset)}"
+        if listen not in proc_cmdline(pid):
+            return None  # a recycled pid: not ours
+        return pid
+
+    def running(self) -> dict[str, int]:
+        return {c.name: pid for c in self._components() if (pid := self._pid(c))}
+
+    def _preflight(self) -> None:
+        missing = [
+            f"{c.binary} ({c.package})"
+            for c in self._components()
+            if not shutil.which(c.binary)
+            and not (c.name == "exporter" and Path(self._exporter_binary()).exists())
+        ]
+        if missing:
+            raise StackError(f"missing: {', '.join(missing)}; run `make setup` as root")
+        running = self.running()
+        if running:
+            raise StackError(f"stack in {self.state_dir} is already running ({', '.join(sorted(running))})")
+        busy = [
+            f"{self.port(c.port_offset)} ({c.name})"
+            for c in self._components()
+            if not port_is_free(self.port(c.port_offset))
+        ]
+        if busy:
+            raise StackError(f"ports in use on 127.0.0.1: {', '.join(busy)}; pick another --port-base")
+        if self.with_exporter and self.asok_dir and not self.asok_dir.is_dir():
+            raise StackError(f"admin socket dir {self.asok_dir} does not exist (is the cluster up?)")
+
+    def up(self, timeout: float = 60) -> float:
+        started = time.monotonic()
+        self._preflight()
+        for sub in ("run", "log", "prometheus-data", "alertmanager-data", "textfile"):
+            (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
+        (self.state_dir / "stack.json").write_text(json.dumps({"port_base": self.port_base}) + "\n")
+        (self.state_dir / "prometheus.yml").write_text(
+            yaml.safe_dump(self.prometheus_config(), sort_keys=False)
+        )
+        (self.state_dir / "alertmanager.yml").write_text(
+            yaml.safe_dump(self.alertmanager_config(), sort_keys=False)
+        )
+        try:
+            for component in self._components():
+                self._start(component)
+            for component in self._components():
+                self._wait_ready(component, deadline=started + timeout)
+        except BaseException:
+            self.down(quiet=True)
+            raise
+        return time.monotonic() - started
+
+    def _start(self, component: Component) -> None:
+        log_path = self.state_dir / "log" / f"{component.name}.log"
+        with log_path.open("ab") as log_file:
+            proc = subprocess.Popen(
+                self._argv(component),
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                cwd=self.state_dir,
+                start_new_session=True,  # outlives `cephscope stack up`
+            )
+        self._pid_file(component).write_text(f"{proc.pid}\n")
+
+    def _wait_ready(self, component: Component, deadline: float) -> None:
+        url = self.url(component.port_offset) + component.ready_path
+        while True:
+            if self._pid(component) is None:
+                log_path = self.state_dir / "log" / f"{component.name}.log"
+                tail = " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-3:])
+                raise StackError(f"{component.name} exited at start: {tail}")
+            try:
+                http_get(url, timeout=2)
+                return
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise StackError(f"{component.name} not ready at {url}")
+            time.sleep(0.2)
+
+    def down(self, quiet: bool = False) -> list[str]:
+        running = self.running()
+        if not running and not quiet:
+            raise StackError(f"stack in {self.state_dir} is not running")
+        for component in self._components():
+            pid = running.get(component.name)
+            if pid is None:
+                continue
+            os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + 15
+            while pid_alive(pid):
+                if time.monotonic() > deadline:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                time.sleep(0.05)
+            # Reap it when it was our child (tests start the stack in-process).
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        for component in self._components():
+            self._pid_file(component).unlink(missing_ok=True)
+        return sorted(running)
+
+    def purge(self) -> None:
+        self.down(quiet=True)
+        if (self.state_dir / "stack.json").exists():
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    def reload_prometheus(self) -> None:
+        req = urllib.request.Request(self.prometheus_url + "/-/reload", method="POST")
+        with urllib.request.urlopen(req, timeout=10):
+            pass
+
+    # ---- queries ---------------------------------------------------------------------------
+
+    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+        params = {"query": promql}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        body = http_get(self.prometheus_url + "/api/v1/query?" + urllib.parse.urlencode(params), 30)
+        reply = json.loads(body)
+        if reply.get("status") != "success":
+            raise StackError(f"query failed: {promql}: {reply.get('error')}")
+        return reply["data"]["result"]
+
+    def query_range(self, promql: str, start: float, end: float, step: float = 5) -> list[dict[str, Any]]:
+        params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": str(step)}
+        body = http_get(self.prometheus_url + "/api/v1/query_range?" + urllib.parse.urlencode(params), 30)
+        reply = json.loads(body)
+        if reply.get("status") != "success":
+            raise StackError(f"query failed: {promql}: {reply.get('error')}")
+        return reply["data"]["result"]
+
+    def wait_for_series(self, promql: str, timeout: float = 60) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while True:
+            result = self.query(promql)
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                raise StackError(f"no series for {promql} after {timeout:.0f}s")
+            time.sleep(1)
+
+    def status(self) -> dict[str, Any]:
+        running = self.running()
+        return {
+            "state_dir": str(self.state_dir),
+            "components": {
+                c.name: {"pid": running.get(c.name), "url": self.url(c.port_offset)}
+                for c in self._components()
+            },
+            "runner_target": f"127.0.0.1:{self.runner_port}",
+        }

@@ -1,0 +1,84 @@
+"""`cephscope stack up | down | status`: the local monitoring stack without Docker."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from cephscope.deploy import devcluster
+from cephscope.deploy.stack import Stack, StackError, default_state_dir
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=["up", "down", "status", "purge"], help="what to do")
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=default_state_dir(),
+        help="configs, TSDB, logs and pid files (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--port-base",
+        type=int,
+        default=41000,
+        help="Prometheus on base, Alertmanager +1, node_exporter +3, exporter +4, "
+        "runner target +5 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--cluster-state-dir",
+        type=Path,
+        default=devcluster.default_state_dir(),
+        help="dev cluster whose admin sockets and conf the exporter reads (default: %(default)s)",
+    )
+    parser.add_argument("--asok-dir", type=Path, help="admin socket dir (overrides the dev cluster's)")
+    parser.add_argument("--ceph-conf", type=Path, help="ceph.conf for the exporter (overrides)")
+    parser.add_argument("--no-exporter", action="store_true", help="do not run cephscope-exporter")
+    parser.add_argument("--webhook-url", help="URL for Alertmanager's example `webhook` receiver")
+    parser.add_argument("--json", action="store_true", help="status as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    cluster_dir = args.cluster_state_dir.resolve()
+    stack = Stack(
+        args.state_dir,
+        port_base=args.port_base,
+        asok_dir=args.asok_dir or cluster_dir / "run",
+        ceph_conf=args.ceph_conf
+        or (cluster_dir / "ceph.conf" if (cluster_dir / "ceph.conf").exists() else None),
+        with_exporter=not args.no_exporter,
+        webhook_url=args.webhook_url,
+    )
+    try:
+        if args.action == "up":
+            seconds = stack.up()
+            print(f"stack: up in {seconds:.1f}s")
+            print(f"  Prometheus:     {stack.prometheus_url}")
+            print(f"  Alertmanager:   {stack.alertmanager_url}")
+            print(f"  node_exporter:  {stack.node_exporter_url}/metrics")
+            if stack.with_exporter:
+                print(f"  exporter:       {stack.exporter_url}/metrics")
+            print(
+                f"  runner target:  127.0.0.1:{stack.runner_port} "
+                f"(cephscope sweep --metrics-port {stack.runner_port})"
+            )
+        elif args.action == "down":
+            stopped = stack.down()
+            print(f"stack: stopped {', '.join(stopped)}")
+        elif args.action == "purge":
+            stack.purge()
+            print(f"stack: removed {stack.state_dir}")
+        else:
+            status = stack.status()
+            if args.json:
+                print(json.dumps(status, indent=2))
+            else:
+                for name, info in status["components"].items():
+                    state = f"pid {info['pid']}" if info["pid"] else "stopped"
+                    print(f"  {name:14} {state:12} {info['url']}")
+            return 0 if all(i["pid"] for i in status["components"].values()) else 1
+    except StackError as exc:
+        print(f"stack: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,125 @@
+"""Live tests: one real dev cluster + one real stack per test session, on free ports.
+
+Fixtures:
+- `devcluster`: a started `DevCluster` (HEALTH_OK, pools created) in a tmp state dir.
+- `stack`: a started `Stack` scraping that cluster's exporter, node_exporter, and the runner
+  endpoint on `stack.runner_port`; `stack.webhook` records what Alertmanager sends to the
+  example `webhook` receiver.
+Every test in this directory is marked `live`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cephscope.deploy.devcluster import DevCluster, port_is_free
+from cephscope.deploy.stack import Stack
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.live)
+
+
+def free_port_base(span: int, avoid: set[int] | None = None) -> int:
+    """A base such that base..base+span-1 are all free on 127.0.0.1."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 32000, 100)
+        if avoid and any(abs(base - a) < 200 for a in avoid):
+            continue
+        if all(port_is_free(p) for p in range(base, base + span)):
+            return base
+    raise RuntimeError("no free port range found")
+
+
+class WebhookRecorder:
+    """A local Alertmanager webhook receiver that keeps every notification it gets."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                try:
+                    payload = json.loads(body)
+                except ValueError:
+                    payload = {"raw": body.decode(errors="replace")}
+                with recorder._lock:
+                    recorder.received.append(payload)
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/alerts"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def alerts(self, alertname: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            payloads = list(self.received)
+        found = []
+        for payload in payloads:
+            for alert in payload.get("alerts", []):
+                if alertname and alert.get("labels", {}).get("alertname") != alertname:
+                    continue
+                if status and alert.get("status") != status:
+                    continue
+                found.append(alert)
+        return found
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="session")
+def devcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    state_dir = tmp_path_factory.mktemp("devcluster")
+    cluster = DevCluster(state_dir, port_base=free_port_base(100), num_osds=3)
+    started = time.monotonic()
+    try:
+        cluster.up()
+        print(f"\nlive: dev cluster HEALTH_OK in {time.monotonic() - started:.1f}s ({state_dir})")
+        yield cluster
+    finally:
+        if cluster.state_file.exists():
+            cluster.purge()
+
+
+@pytest.fixture(scope="session")
+def stack(devcluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    webhook = WebhookRecorder()
+    stack = Stack(
+        tmp_path_factory.mktemp("stack"),
+        port_base=free_port_base(8, avoid={devcluster.port_base}),
+        asok_dir=devcluster.asok_dir,
+        ceph_conf=devcluster.conf_path,
+        webhook_url=webhook.url,
+    )
+    stack.webhook = webhook  # type: ignore[attr-defined]
+    try:
+        stack.up()
+        # Prometheus needs a few scrapes before new targets are up.
+        stack.wait_for_series('up{job="node"} == 1', timeout=60)
+        yield stack
+    finally:
+        stack.purge()
+        webhook.close()
