@@ -172,29 +172,35 @@ class MonClient:
         if self._cluster is not None:
             return self._cluster
         if self._failed_at is not None and self._clock() - self._failed_at < self.retry_seconds:
-            raise ConnectionError(f"mon unreachable (retrying later): {self.last_error}")
+            # Same text as the failure itself, so callers can log a problem once.
+            raise ConnectionError(self.last_error)
+        try:
+            cluster = self._open()
+        except Exception as exc:  # rados raises its own hierarchy (and OSError/TypeError)
+            self._fail(f"cannot connect to the mon with {self.conffile} as {self.name}: {exc}")
+        self._cluster = cluster
+        self._failed_at = None
+        self.last_error = ""
+        return cluster
+
+    def _open(self) -> Any:
+        """A connected rados.Rados handle (raises when the mon cannot be reached)."""
         try:
             import rados  # python3-rados; absent on hosts without Ceph client libraries
         except ImportError as exc:
-            self._fail(f"python rados module not importable: {exc}")
+            raise ConnectionError(f"python rados module not importable: {exc}") from None
+        whole_seconds = str(max(int(self.timeout), 1))  # "secs" options reject "3.0"
         conf: dict[str, str] = {
-            # "secs" options take whole seconds only ("3.0" is EINVAL)
-            "client_mount_timeout": str(max(int(self.timeout), 1)),
-            "rados_mon_op_timeout": str(max(int(self.timeout), 1)),
+            "client_mount_timeout": whole_seconds,
+            "rados_mon_op_timeout": whole_seconds,
             "log_to_stderr": "false",
             "err_to_stderr": "false",
             "admin_socket": "",
         }
         if self.keyring:
             conf["keyring"] = self.keyring
-        try:
-            cluster = rados.Rados(conffile=self.conffile, name=self.name, conf=conf)
-            cluster.connect(timeout=int(max(self.timeout, 1)))
-        except Exception as exc:  # rados raises its own hierarchy (and OSError/TypeError)
-            self._fail(f"cannot connect to the mon with {self.conffile} as {self.name}: {exc}")
-        self._cluster = cluster
-        self._failed_at = None
-        self.last_error = ""
+        cluster = rados.Rados(conffile=self.conffile, name=self.name, conf=conf)
+        cluster.connect(timeout=int(max(self.timeout, 1)))
         return cluster
 
     def _fail(self, message: str) -> NoReturn:

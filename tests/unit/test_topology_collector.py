@@ -1,0 +1,339 @@
+"""The topology collector end to end: metadata from a (fake) mon or from fake admin sockets
+replaying real captures, devices from the sysfs fixture tree, rendered exposition."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cephscope.exporter.asok import discover_daemons
+from cephscope.exporter.collector import HostContext
+from cephscope.exporter.collectors import add_collector_arguments, enabled_collectors
+from cephscope.exporter.collectors.topology import TopologyCollector
+from cephscope.exporter.exposition import MetricSink, render
+from cephscope.exporter.netinfo import InterfaceAddress, parse_if_inet6, parse_ip_json
+from cephscope.exporter.osdmeta import MonClient, facts_from_metadata
+from tests.unit.fake_asok import FakeCluster, capture_dir
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+METADATA = json.loads((FIXTURES / "topology" / "osd_metadata.json").read_text())
+TREE = json.loads((FIXTURES / "topology" / "osd_tree.json").read_text())
+
+
+class FakeRados:
+    """Stands in for a connected rados.Rados: answers mon commands from captures."""
+
+    def __init__(self, metadata: Any) -> None:
+        self.metadata = metadata
+        self.calls: list[str] = []
+
+    def mon_command(self, cmd: str, inbuf: bytes, timeout: int = 0) -> tuple[int, bytes, str]:
+        prefix = json.loads(cmd)["prefix"]
+        self.calls.append(prefix)
+        answer = {"osd metadata": self.metadata, "osd tree": TREE}[prefix]
+        return 0, json.dumps(answer).encode(), ""
+
+    def shutdown(self) -> None:
+        pass
+
+
+class FakeMon(MonClient):
+    """MonClient whose connection is a FakeRados, or fails like an unreachable mon."""
+
+    def __init__(self, metadata: Any = None, *, down: bool = False) -> None:
+        super().__init__(conffile="/nonexistent/ceph.conf", name="client.admin")
+        self.rados = FakeRados(METADATA if metadata is None else metadata)
+        self.down = down
+        self.connects = 0
+
+    @property
+    def calls(self) -> list[str]:
+        return self.rados.calls
+
+    def _open(self) -> Any:
+        self.connects += 1
+        if self.down:
+            raise OSError(110, "RADOS timed out (error connecting to the cluster)")
+        return self.rados
+
+
+@pytest.fixture()
+def root(tmp_path: Path) -> Path:
+    dest = tmp_path / "host1"
+    shutil.copytree(FIXTURES / "sysfs" / "host1", dest, symlinks=True)
+    return dest
+
+
+@pytest.fixture()
+def asoks(tmp_path: Path) -> Any:
+    cluster = FakeCluster(tmp_path / "asok")
+    yield cluster
+    for daemon in cluster.daemons.values():
+        daemon.stop()
+
+
+def addresses() -> list[InterfaceAddress]:
+    ip_json = (FIXTURES / "topology" / "ip_addr_show.json").read_text()
+    inet6 = (FIXTURES / "sysfs" / "host1" / "proc" / "net" / "if_inet6").read_text()
+    return parse_ip_json(ip_json) + parse_if_inet6(inet6)
+
+
+def make_collector(root: Path, mon: MonClient, refresh: float = 60.0) -> TopologyCollector:
+    parser = argparse.ArgumentParser()
+    TopologyCollector.add_arguments(parser)
+    args = parser.parse_args([
+        "--collector.topology.refresh-interval", str(refresh),
+        "--collector.topology.nodename", "vm",
+        "--path.sysfs", str(root / "sys"),
+        "--path.devfs", str(root / "dev"),
+        "--path.udev.data", str(root / "run"),
+        "--path.procfs", str(root / "proc"),
+        "--path.rootfs", str(root / "host"),
+    ])
+    return TopologyCollector(args, mon=mon, addresses=addresses)
+
+
+def context(asok_dir: Path) -> HostContext:
+    return HostContext(
+        discover_daemons(asok_dir, ["osd"]),
+        asok_dir=str(asok_dir),
+        deadline=time.monotonic() + 10,
+        call_timeout=2.0,
+        max_response_bytes=1 << 26,
+    )
+
+
+def scrape(collector: TopologyCollector, asok_dir: Path) -> str:
+    sink = MetricSink()
+    collector.collect_host(context(asok_dir), sink)
+    return render(sink.families.values()).decode()
+
+
+def lines(text: str, metric: str) -> list[str]:
+    return sorted(line for line in text.splitlines() if line.startswith(metric + "{"))
+
+
+def edited_metadata(root: Path) -> list[dict[str, Any]]:
+    """The real capture, re-pointed at fixture hardware: osd.0 on NVMe, osd.1 on LVM over a
+    SAS HDD with its DB on an NVMe partition, osd.2 a file on sdc1's filesystem, with its
+    cluster network on ens1f0 (IPv6)."""
+    meta = copy.deepcopy(METADATA)
+    by_id = {m["id"]: m for m in meta}
+    by_id[0].update(bluestore_bdev_partition_path="/dev/nvme0n1",
+                    bluestore_bdev_dev_node="/dev/nvme0n1")
+    by_id[1].update(bluestore_bdev_partition_path="/dev/dm-0",
+                    bluestore_bdev_dev_node="/dev/dm-0",
+                    bluefs_dedicated_db="1",
+                    bluefs_db_access_mode="blk",
+                    bluefs_db_partition_path="/dev/nvme0n1p1",
+                    bluefs_db_dev_node="/dev/nvme0n1p1")
+    image = root / "host" / "var" / "lib" / "ceph-images" / "osd0.img"
+    st = os.stat(image)
+    link = root / "sys" / "dev" / "block" / f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    if link.is_symlink():
+        link.unlink()
+    link.symlink_to(os.path.relpath(root / "sys" / "block" / "sdc" / "sdc1", link.parent))
+    for key in ("bluestore_bdev_partition_path", "bluestore_bdev_dev_node"):
+        by_id[2].pop(key)
+    by_id[2].update(bluestore_bdev_access_mode="file",
+                    bluestore_bdev_path="/var/lib/ceph-images/osd0.img",
+                    back_addr="[v2:[2001:db8::11]:6800/0,v1:[2001:db8::11]:6801/0]")
+    return meta
+
+
+def test_mon_metadata_resolved_against_fixture_hardware(
+    root: Path, asoks: FakeCluster, tmp_path: Path
+) -> None:
+    for osd in (0, 1, 2):
+        asoks.add_osd(osd, scenario="idle")
+    mon = FakeMon(edited_metadata(root))
+    text = scrape(make_collector(root, mon), tmp_path / "asok")
+
+    assert "cephscope_topology_mon_up 1" in text
+    assert lines(text, "cephscope_osd_info") == [
+        f'cephscope_osd_info{{ceph_daemon="osd.{i}",hostname="vm",objectstore="bluestore",'
+        f'device_class="ssd",ceph_version="16.2.15"}} 1'
+        for i in (0, 1, 2)
+    ]
+    devices = lines(text, "cephscope_osd_device_info")
+    assert devices == sorted([
+        'cephscope_osd_device_info{ceph_daemon="osd.0",role="data",device="nvme0n1",'
+        'nodename="vm",parent="nvme0n1",kind="disk",access="blk",'
+        'model="Samsung SSD 970 EVO Plus 1TB",serial="S4EWNX0R123456A",'
+        'wwn="eui.0025385b91b0e1a2",rotational="0",transport="nvme",firmware_rev="2B2QEXM7",'
+        'scheduler="none"} 1',
+        'cephscope_osd_device_info{ceph_daemon="osd.1",role="data",device="dm-0",'
+        'nodename="vm",parent="sdb",kind="dm",access="blk",model="ST4000NM0025",'
+        'serial="ZC1ABCDE0000C1234567",wwn="naa.5000c500a1b2c3d4",rotational="1",'
+        'transport="sas",firmware_rev="E002",scheduler="none"} 1',
+        'cephscope_osd_device_info{ceph_daemon="osd.1",role="db",device="nvme0n1p1",'
+        'nodename="vm",parent="nvme0n1",kind="partition",access="blk",'
+        'model="Samsung SSD 970 EVO Plus 1TB",serial="S4EWNX0R123456A",'
+        'wwn="eui.0025385b91b0e1a2",rotational="0",transport="nvme",firmware_rev="2B2QEXM7",'
+        'scheduler="none"} 1',
+        'cephscope_osd_device_info{ceph_daemon="osd.2",role="data",device="sdc1",'
+        'nodename="vm",parent="sdc",kind="partition",access="file",model="WDC WD40EFRX-68N",'
+        'serial="WD-WCC7K1234567",wwn="naa.50014ee2b5c6d7e8",rotational="1",'
+        'transport="sata",firmware_rev="0A82",scheduler="bfq"} 1',
+    ])
+    assert ('cephscope_osd_device_nr_requests{ceph_daemon="osd.0",role="data",device="nvme0n1",'
+            'nodename="vm"} 1023') in text
+    assert ('cephscope_osd_device_hw_queues{ceph_daemon="osd.0",role="data",device="nvme0n1",'
+            'nodename="vm"} 8') in text
+    assert lines(text, "cephscope_osd_network_info") == sorted([
+        *(f'cephscope_osd_network_info{{ceph_daemon="osd.{i}",network="{net}",interface="lo",'
+          f'nodename="vm",address="127.0.0.1"}} 1'
+          for i in (0, 1, 2) for net in ("public", "cluster") if (i, net) != (2, "cluster")),
+        'cephscope_osd_network_info{ceph_daemon="osd.2",network="cluster",interface="ens1f0",'
+        'nodename="vm",address="2001:db8::11"} 1',
+    ])
+    # speed only where the kernel knows it: ens1f0 (25 GbE), not lo
+    assert lines(text, "cephscope_osd_network_speed_bytes") == [
+        'cephscope_osd_network_speed_bytes{ceph_daemon="osd.2",network="cluster",'
+        'interface="ens1f0",nodename="vm"} 3125000000.0'
+    ]
+
+
+def test_unresolvable_device_still_gives_osd_info_and_a_clear_log(
+    root: Path, asoks: FakeCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The real capture names /dev/loop6..9, which the fixture host does not have."""
+    for osd in (0, 1, 2):
+        asoks.add_osd(osd, scenario="idle")
+    collector = make_collector(root, FakeMon(), refresh=0)
+    with caplog.at_level(logging.WARNING, logger="cephscope.exporter.topology"):
+        text = scrape(collector, tmp_path / "asok")
+        scrape(collector, tmp_path / "asok")  # same problem again: not logged again
+    assert len(lines(text, "cephscope_osd_info")) == 3
+    assert lines(text, "cephscope_osd_device_info") == []
+    unknown = [r.getMessage() for r in caplog.records if "device unknown" in r.getMessage()]
+    assert len(unknown) == 3
+    assert any(
+        "osd.0: data device unknown" in m and "/dev/loop6" in m and "No such file" in m
+        for m in unknown
+    ), unknown
+
+
+def test_mon_down_falls_back_to_admin_socket_and_data_dir(
+    root: Path, asoks: FakeCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    asoks.add_osd(0, scenario="idle")
+    config = json.loads((capture_dir("idle", "osd.0") / "config_show.json").read_text())
+    # the captured OSD data dir, recreated inside the fixture host root, its block on loop0
+    data_dir = root / "host" / config["osd_data"].lstrip("/")
+    data_dir.mkdir(parents=True)
+    (data_dir / "block").symlink_to("/dev/loop0")
+    mon = FakeMon(down=True)
+    collector = make_collector(root, mon, refresh=0)
+    with caplog.at_level(logging.WARNING, logger="cephscope.exporter.topology"):
+        text = scrape(collector, tmp_path / "asok")
+        text2 = scrape(collector, tmp_path / "asok")
+    assert "cephscope_topology_mon_up 0" in text
+    assert lines(text, "cephscope_osd_info") == [
+        'cephscope_osd_info{ceph_daemon="osd.0",hostname="vm",objectstore="bluestore",'
+        'device_class="ssd",ceph_version="16.2.15"} 1'
+    ]
+    [device] = lines(text, "cephscope_osd_device_info")
+    assert 'role="data",device="loop0"' in device and 'transport="loop"' in device
+    assert lines(text, "cephscope_osd_network_info") == [
+        'cephscope_osd_network_info{ceph_daemon="osd.0",network="cluster",interface="lo",'
+        'nodename="vm",address="127.0.0.1"} 1',
+        'cephscope_osd_network_info{ceph_daemon="osd.0",network="public",interface="lo",'
+        'nodename="vm",address="127.0.0.1"} 1',
+    ]
+    assert text2 == text
+    # one connection attempt, then no retry before retry_seconds; one log line
+    assert mon.connects == 1
+    fallbacks = [r for r in caplog.records if "using admin sockets" in r.getMessage()]
+    assert len(fallbacks) == 1
+
+
+def test_garbage_from_admin_socket_with_mon_down_skips_only_that_osd(
+    root: Path, asoks: FakeCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    asoks.add_osd(0, scenario="idle", fault="garbage")
+    asoks.add_osd(1, scenario="idle")
+    collector = make_collector(root, FakeMon(down=True), refresh=0)
+    with caplog.at_level(logging.WARNING, logger="cephscope.exporter.topology"):
+        text = scrape(collector, tmp_path / "asok")
+    assert [line.split(",")[0] for line in lines(text, "cephscope_osd_info")] == [
+        'cephscope_osd_info{ceph_daemon="osd.1"'
+    ]
+    assert any("osd.0" in r.getMessage() and "invalid JSON" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_osd_without_metadata_entry_uses_its_admin_socket(
+    root: Path, asoks: FakeCluster, tmp_path: Path
+) -> None:
+    """A just-created OSD the mon has no metadata for yet."""
+    asoks.add_osd(0, scenario="idle")
+    asoks.add_osd(7, scenario="idle", source_osd="osd.1")
+    text = scrape(make_collector(root, FakeMon()), tmp_path / "asok")
+    assert "cephscope_topology_mon_up 1" in text
+    assert {line.split(",")[0] for line in lines(text, "cephscope_osd_info")} == {
+        'cephscope_osd_info{ceph_daemon="osd.0"', 'cephscope_osd_info{ceph_daemon="osd.7"'
+    }
+
+
+def test_series_are_cached_between_refreshes(root: Path, asoks: FakeCluster, tmp_path: Path) -> None:
+    asoks.add_osd(0, scenario="idle")
+    mon = FakeMon(edited_metadata(root))
+    collector = make_collector(root, mon, refresh=3600)
+    first = scrape(collector, tmp_path / "asok")
+    second = scrape(collector, tmp_path / "asok")
+    assert first == second
+    assert mon.calls == ["osd metadata", "osd tree"]  # one refresh only
+    collector.refresh_interval_seconds = 0
+    scrape(collector, tmp_path / "asok")
+    assert mon.calls.count("osd metadata") == 2
+
+
+def test_dedicated_db_and_wal_only_when_ceph_says_so() -> None:
+    shared = dict(METADATA[0], bluefs_db_partition_path="/dev/loop6", bluefs_dedicated_db="0")
+    assert set(facts_from_metadata("0", shared).device_paths) == {"data"}
+    dedicated = dict(shared, bluefs_dedicated_db="1", bluefs_dedicated_wal="1",
+                     bluefs_wal_partition_path="/dev/nvme0n1p2")
+    facts = facts_from_metadata("0", dedicated)
+    assert facts.device_paths["db"][0] == "/dev/loop6"
+    assert facts.device_paths["wal"][0] == "/dev/nvme0n1p2"
+    assert facts.device_paths["data"] == [
+        "/dev/loop6", "/tmp/cs-h4/cluster/osd/ceph-0/block"
+    ]
+    assert facts.ceph_version == "16.2.15"
+
+
+def test_registered_with_flags() -> None:
+    parser = argparse.ArgumentParser()
+    add_collector_arguments(parser)
+    args = parser.parse_args([
+        "--collector.topology.refresh-interval", "5", "--ceph.conf", "/x/ceph.conf",
+        "--ceph.name", "client.cephscope",
+    ])
+    [collector] = [c for c in enabled_collectors(args) if c.name == "topology"]
+    assert isinstance(collector, TopologyCollector)
+    assert collector.refresh_interval_seconds == 5
+    assert (collector.mon.conffile, collector.mon.name) == ("/x/ceph.conf", "client.cephscope")
+    off = parser.parse_args(["--no-collector.topology"])
+    assert not [c for c in enabled_collectors(off) if c.name == "topology"]
+
+
+def test_real_mon_client_with_bad_conf_fails_fast_and_cleanly() -> None:
+    """python-rados for real: a missing ceph.conf is a ConnectionError naming the file."""
+    mon = MonClient(conffile="/nonexistent/ceph.conf", name="client.admin", timeout=1)
+    started = time.monotonic()
+    with pytest.raises(ConnectionError, match=r"/nonexistent/ceph\.conf") as first:
+        mon.osd_facts()
+    with pytest.raises(ConnectionError) as again:  # within retry_seconds: no new attempt
+        mon.osd_facts()
+    assert str(again.value) == str(first.value)
+    assert time.monotonic() - started < 5
