@@ -1,0 +1,116 @@
+"""Admin-socket client: protocol, allowlist, typed errors, discovery."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from cephscope.exporter.asok import (
+    READ_ONLY_COMMANDS,
+    AsokClient,
+    AsokCommandError,
+    AsokConnectError,
+    AsokJSONError,
+    AsokNotAllowedError,
+    AsokProtocolError,
+    AsokTimeoutError,
+    daemon_from_asok_path,
+    discover_daemons,
+)
+from tests.unit.fake_asok import FakeCluster, capture_dir
+
+
+@pytest.fixture
+def cluster(tmp_path: Path):
+    fake = FakeCluster(tmp_path / "run")
+    yield fake
+    fake.stop()
+
+
+def test_replays_capture_and_reports_peer_pid(cluster: FakeCluster) -> None:
+    daemon = cluster.add_osd(0)
+    client = AsokClient(daemon.path, timeout=2)
+    expected = json.loads((capture_dir("load", "osd.0") / "perf_dump.json").read_bytes())
+    assert client.command("perf dump") == expected
+    raw = client.command_raw("version")
+    assert raw.peer_pid == os.getpid()
+    assert daemon.requests[-1] == {"prefix": "version"}
+    assert client.config_get("osd_op_num_shards") == "0"
+
+
+def test_write_commands_are_never_sent(cluster: FakeCluster) -> None:
+    daemon = cluster.add_osd(0)
+    client = AsokClient(daemon.path)
+    for prefix in ("config set", "injectargs", "perf reset", "flush_journal"):
+        assert prefix not in READ_ONLY_COMMANDS
+        with pytest.raises(AsokNotAllowedError, match=prefix):
+            client.command(prefix, var="osd_op_num_shards", val="1")
+    assert daemon.requests == []
+
+
+def test_unknown_command_is_a_command_error(cluster: FakeCluster) -> None:
+    daemon = cluster.add_osd(0)
+    daemon.responses.pop("dump_blocked_ops.json")
+    with pytest.raises(AsokCommandError, match="Invalid argument"):
+        AsokClient(daemon.path).command("dump_blocked_ops")
+
+
+def test_hang_times_out_within_the_timeout(cluster: FakeCluster) -> None:
+    daemon = cluster.add_osd(0, fault="hang")
+    started = time.monotonic()
+    with pytest.raises(AsokTimeoutError):
+        AsokClient(daemon.path, timeout=0.3).command("perf dump")
+    assert time.monotonic() - started < 1.0
+
+
+@pytest.mark.parametrize(
+    ("fault", "error", "message"),
+    [
+        ("close_mid_frame", AsokProtocolError, "connection closed after"),
+        ("huge_length", AsokProtocolError, "exceeds the limit"),
+        ("garbage", AsokJSONError, "invalid JSON"),
+    ],
+)
+def test_broken_responses_raise_typed_errors(
+    cluster: FakeCluster, fault: str, error: type[Exception], message: str
+) -> None:
+    daemon = cluster.add_osd(0, fault=fault)
+    started = time.monotonic()
+    with pytest.raises(error, match=message):
+        AsokClient(daemon.path, timeout=2).command("perf dump")
+    assert time.monotonic() - started < 1.0  # the 2 GiB prefix is refused, not read
+
+
+def test_socket_without_listener_and_missing_file(cluster: FakeCluster) -> None:
+    dead = cluster.add_dead_socket("ceph-osd.9.asok")
+    with pytest.raises(AsokConnectError, match="refused"):
+        AsokClient(dead).command("version")
+    with pytest.raises(AsokConnectError):
+        AsokClient(cluster.dir / "ceph-osd.10.asok").command("version")
+
+
+def test_discovery_top_level_and_cephadm_subdirs(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "0b9d5c3e-fsid").mkdir(parents=True)
+    for name in (
+        "ceph-osd.0.asok",
+        "0b9d5c3e-fsid/ceph-osd.1.asok",
+        "0b9d5c3e-fsid/ceph-mon.a.asok",
+        "ceph-mgr.x.asok",
+        "ceph-client.admin.4242.94811.asok",
+        "osd.0.pid",
+        "not-a-socket.txt",
+    ):
+        (run / name).touch()
+    names = [d.name for d in discover_daemons(run)]
+    assert names == ["mgr.x", "mon.a", "osd.0", "osd.1"]
+    assert [d.name for d in discover_daemons(run, ["osd"])] == ["osd.0", "osd.1"]
+    assert discover_daemons(tmp_path / "missing") == []
+    osd1 = daemon_from_asok_path(run / "0b9d5c3e-fsid/ceph-osd.1.asok")
+    assert osd1 is not None
+    assert (osd1.type, osd1.id, osd1.cluster) == ("osd", "1", "ceph")
+    assert daemon_from_asok_path("ceph-client.admin.1.2.asok") is None
