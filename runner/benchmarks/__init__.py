@@ -1,1 +1,16 @@
 """Benchmarks with one lifecycle (see `base`). `BENCHMARKS` maps CBT names to classes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from cephscope.runner.benchmarks.base import Benchmark
+from cephscope.runner.benchmarks.librbdfio import LibrbdFio
+from cephscope.runner.benchmarks.radosbench import RadosBench
+
+BENCHMARKS: Mapping[str, type[Benchmark]] = {
+    RadosBench.name: RadosBench,
+    LibrbdFio.name: LibrbdFio,
+}
+
+__all__ = ["BENCHMARKS", "Benchmark", "LibrbdFio", "RadosBench"]
