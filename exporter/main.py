@@ -14,6 +14,7 @@ import logging
 import sys
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from cephscope import __version__
 from cephscope.exporter.asok import (
@@ -124,10 +125,24 @@ class ExporterServer(ThreadingHTTPServer):
         self.scraper = scraper
         self.telemetry_path = telemetry_path
         self.web_config = web_config
+        self.ssl_context = web_config.ssl_context()
         super().__init__(address, _Handler)
-        context = web_config.ssl_context()
-        if context is not None:
-            self.socket = context.wrap_socket(self.socket, server_side=True)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        # TLS handshake here, in the request's thread: a client that never completes its
+        # handshake must not block the accept loop.
+        if self.ssl_context is None:
+            super().finish_request(request, client_address)
+            return
+        request.settimeout(30)
+        tls = self.ssl_context.wrap_socket(request, server_side=True)
+        try:
+            super().finish_request(tls, client_address)
+        finally:
+            tls.close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("request from %s failed", client_address, exc_info=True)
 
     def landing_page(self) -> bytes:
         names = ", ".join(html.escape(c.name) for c in self.scraper.collectors) or "none"
