@@ -18,6 +18,7 @@ min and max latency.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -116,7 +117,23 @@ def parse_json_output(text: str) -> RadosBenchOutput:
             sample = {k: n for k, v in entry.items() if (n := _number(v)) is not None}
             if "sec" in sample:
                 samples.append(sample)
+    # Pacific prints stddev_iops with "%d" from a double: garbage. Recompute it like rados
+    # does (sample stddev of the per-second op counts) from the per-second objects.
+    if "stddev_iops" in summary:
+        summary["stddev_iops"] = _stddev(_per_second_ops(samples))
     return RadosBenchOutput(summary=summary, samples=samples)
+
+
+def _per_second_ops(samples: Sequence[Mapping[str, float]]) -> list[float]:
+    finished = [s.get("finished", 0.0) for s in samples]
+    return [b - a for a, b in itertools.pairwise(finished)]
+
+
+def _stddev(values: Sequence[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def parse_text_sample(line: str) -> dict[str, float] | None:
