@@ -72,27 +72,29 @@ class TopologyCollector(CachedHostCollector):
             "--collector.topology.nodename",
             dest="topology_nodename",
             default="",
+            metavar="NAME",
             help="host identity put in the nodename label; must equal node_exporter's "
             "node_uname_info nodename (default: this host's uname node name)",
         )
-        _add_once(group, "--ceph.conf", dest="ceph_conf", default="/etc/ceph/ceph.conf",
+        _add_once(group, "--ceph.conf", dest="ceph_conf", default="/etc/ceph/ceph.conf", metavar="FILE",
                   help="ceph.conf used to reach the mon for `osd metadata` "
                   "(default /etc/ceph/ceph.conf)")
-        _add_once(group, "--ceph.name", dest="ceph_name", default="client.admin",
+        _add_once(group, "--ceph.name", dest="ceph_name", default="client.admin", metavar="NAME",
                   help="cephx user for the mon connection (default client.admin)")
-        _add_once(group, "--ceph.keyring", dest="ceph_keyring", default="",
+        _add_once(group, "--ceph.keyring", dest="ceph_keyring", default="", metavar="FILE",
                   help="keyring of --ceph.name (default: as ceph.conf says)")
         _add_once(group, "--ceph.mon-timeout", dest="ceph_mon_timeout", type=float, default=3.0,
+                  metavar="SECONDS",
                   help="seconds to wait for the mon before using admin sockets (default 3)")
-        _add_once(group, "--path.sysfs", dest="path_sysfs", default="/sys",
+        _add_once(group, "--path.sysfs", dest="path_sysfs", default="/sys", metavar="DIR",
                   help="sysfs mount point (default /sys)")
-        _add_once(group, "--path.procfs", dest="path_procfs", default="/proc",
+        _add_once(group, "--path.procfs", dest="path_procfs", default="/proc", metavar="DIR",
                   help="procfs mount point (default /proc)")
-        _add_once(group, "--path.devfs", dest="path_devfs", default="/dev",
+        _add_once(group, "--path.devfs", dest="path_devfs", default="/dev", metavar="DIR",
                   help="devtmpfs mount point (default /dev)")
-        _add_once(group, "--path.udev.data", dest="path_udev_data", default="/run",
+        _add_once(group, "--path.udev.data", dest="path_udev_data", default="/run", metavar="DIR",
                   help="directory holding udev/data (default /run)")
-        _add_once(group, "--path.rootfs", dest="path_rootfs", default="/",
+        _add_once(group, "--path.rootfs", dest="path_rootfs", default="/", metavar="DIR",
                   help="host root for OSD data dirs and loop backing files (default /)")
 
     def __init__(
