@@ -30,7 +30,10 @@ class MixinConfig:
 
     # Latency regression: client latency of a step vs the baseline run's latency at the
     # same step id, as published by the runner (`cephscope sweep --baseline RUN_DIR`).
-    latency_regression_ratio: float = 1.5
+    # 2x: identical re-runs on a busy 2-core dev box differed by up to 1.4x (and 2.4x for a
+    # 10 s step while other clusters ran benchmarks on the same cores); lower it on
+    # dedicated hardware where re-runs agree within a few percent.
+    latency_regression_ratio: float = 2.0
     # Ignore regressions below this absolute increase (noise on sub-millisecond steps).
     latency_regression_min_increase_seconds: float = 0.0005
     latency_regression_for: str = "20s"
@@ -38,7 +41,7 @@ class MixinConfig:
     # baseline must have run against the same Prometheus within this window).
     baseline_lookback: str = "7d"
     # IOPS regression: the step's IOPS below this fraction of the baseline's.
-    iops_regression_ratio: float = 0.67
+    iops_regression_ratio: float = 0.5
 
     # Ops in flight longer than osd_op_complaint_time (Ceph's "slow ops").
     blocked_ops_for: str = "1m"

@@ -274,10 +274,12 @@ def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
                     Query(
                         f"sum by (ceph_daemon, shard) (cephscope_osd_op_queue_items{sel(OSD_SEL)})",
                         "{{ceph_daemon}} shard {{shard}}",
-                    )
+                    ),
+                    Query(f"cephscope_osd_op_shards{sel(OSD_SEL)}", "shards {{ceph_daemon}}"),
                 ],
                 "short",
-                "Items in each ShardedOpWQ shard at scrape time (dump_op_pq_state).",
+                "Items in each ShardedOpWQ shard at the snapshot (dump_op_pq_state), and the "
+                "number of shards.",
                 width=8,
             )
         )
@@ -296,19 +298,34 @@ def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
         .with_row(gdash.Row("Historic ops"))
         .with_panel(
             timeseries(
-                "Historic-op phase durations",
+                "Historic-op phase durations (avg)",
                 [
                     Query(
-                        "sum by (ceph_daemon, phase) (rate(cephscope_osd_historic_op_phase_seconds_sum"
-                        f"{sel(OSD_SEL)}[$__rate_interval])) / sum by (ceph_daemon, phase) "
-                        "(rate(cephscope_osd_historic_op_phase_seconds_count"
+                        "sum by (phase) (rate(cephscope_osd_op_phase_duration_seconds_sum"
+                        f"{sel(OSD_SEL)}[$__rate_interval])) / sum by (phase) "
+                        "(rate(cephscope_osd_op_phase_duration_seconds_count"
                         f"{sel(OSD_SEL)}[$__rate_interval]))",
-                        "{{ceph_daemon}} {{phase}}",
+                        "{{phase}}",
                     )
                 ],
                 "s",
-                "Average time between events of the slowest recent ops (dump_historic_ops).",
-                width=24,
+                "Average time between events of the ops in dump_historic_ops: receive, queue "
+                "(queued_for_pg -> reached_pg), pg, execute, reply, total.",
+            )
+        )
+        .with_panel(
+            timeseries(
+                "Historic-op phase durations (p99)",
+                [
+                    Query(
+                        "histogram_quantile(0.99, sum by (le, phase) "
+                        "(rate(cephscope_osd_op_phase_duration_seconds_bucket"
+                        f"{sel(OSD_SEL)}[$__rate_interval])))",
+                        "{{phase}}",
+                    )
+                ],
+                "s",
+                "p99 of each phase of the historic ops.",
             )
         )
         .with_row(gdash.Row("BlueStore / RocksDB"))
@@ -319,23 +336,52 @@ def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
                     Query(avg_latency("ceph_bluestore_commit_lat"), "commit {{ceph_daemon}}"),
                     Query(avg_latency("ceph_bluestore_kv_sync_lat"), "kv_sync {{ceph_daemon}}"),
                     Query(avg_latency("ceph_bluestore_kv_flush_lat"), "kv_flush {{ceph_daemon}}"),
+                    Query(
+                        avg_latency("ceph_bluestore_state_aio_wait_lat"), "aio_wait {{ceph_daemon}}"
+                    ),
                 ],
                 "s",
-                "BlueStore transaction commit, kv sync and kv flush latency.",
+                "BlueStore transaction commit, RocksDB (kv) sync and flush, and data aio wait "
+                "latency.",
             )
         )
         .with_panel(
             timeseries(
-                "RocksDB submit / get latency",
+                "RocksDB (BlueFS) writes",
                 [
                     Query(
-                        avg_latency("ceph_rocksdb_submit_transaction_sync"),
-                        "submit sync {{ceph_daemon}}",
+                        "sum by (ceph_daemon) (rate(ceph_bluefs_bytes_written_wal"
+                        f"{sel(OSD_SEL)}[$__rate_interval]))",
+                        "WAL {{ceph_daemon}}",
                     ),
-                    Query(avg_latency("ceph_rocksdb_get_latency"), "get {{ceph_daemon}}"),
+                    Query(
+                        "sum by (ceph_daemon) (rate(ceph_bluefs_bytes_written_sst"
+                        f"{sel(OSD_SEL)}[$__rate_interval]))",
+                        "SST {{ceph_daemon}}",
+                    ),
                 ],
-                "s",
-                "RocksDB synchronous transaction submit and get latency.",
+                "Bps",
+                "RocksDB's WAL and SST writes through BlueFS (Ceph's rocksdb counters have "
+                "priority 0 and are not exported by default; BlueFS' are).",
+                width=8,
+            )
+        )
+        .with_panel(
+            timeseries(
+                "BlueStore onode cache hit ratio",
+                [
+                    Query(
+                        "sum by (ceph_daemon) (rate(ceph_bluestore_onode_hits"
+                        f"{sel(OSD_SEL)}[$__rate_interval])) / (sum by (ceph_daemon) "
+                        f"(rate(ceph_bluestore_onode_hits{sel(OSD_SEL)}[$__rate_interval])) + "
+                        "sum by (ceph_daemon) (rate(ceph_bluestore_onode_misses"
+                        f"{sel(OSD_SEL)}[$__rate_interval])))",
+                        "{{ceph_daemon}}",
+                    )
+                ],
+                "percentunit",
+                "Share of onode lookups served from BlueStore's cache.",
+                width=4,
             )
         )
     )
@@ -357,7 +403,17 @@ def devices_network(cfg: MixinConfig) -> dict[str, Any]:
 
     def per_osd(title: str, record: str, unit: str, description: str, width: int = 8) -> Any:
         return timeseries(
-            title, [Query(f"{record}{osd}", "{{ceph_daemon}} {{device}}")], unit, description, width
+            title, [Query(f"{record}{osd}", "{{ceph_daemon}} {{role}} {{device}}")], unit, description,
+            width,
+        )
+
+    def per_nic(title: str, record: str, unit: str, description: str, width: int = 12) -> Any:
+        return timeseries(
+            title,
+            [Query(f"{record}{osd}", "{{ceph_daemon}} {{network}} {{interface}}")],
+            unit,
+            description,
+            width,
         )
 
     dashboard = (
@@ -366,50 +422,76 @@ def devices_network(cfg: MixinConfig) -> dict[str, Any]:
             table(
                 "OSD data devices",
                 [Query(f"cephscope_osd_device_info{sel(OSD_SEL)}")],
-                "Device of each OSD with model and rotational flag (exporter topology info).",
+                "Devices of each OSD (data/db/wal) with model and rotational flag (topology info).",
                 height=6,
             )
         )
         .with_panel(
-            per_osd(
+            timeseries(
                 "Device await",
-                "ceph_daemon_device:node_disk_await_seconds:rate",
+                [
+                    Query(
+                        f"ceph_daemon_device:node_disk_read_await_seconds:rate1m{osd}",
+                        "read {{ceph_daemon}} {{role}} {{device}}",
+                    ),
+                    Query(
+                        f"ceph_daemon_device:node_disk_write_await_seconds:rate1m{osd}",
+                        "write {{ceph_daemon}} {{role}} {{device}}",
+                    ),
+                ],
                 "s",
-                "Average time per completed I/O on the OSD's data device.",
+                "iostat's r_await / w_await of the OSD's devices.",
+                width=8,
             )
         )
         .with_panel(
             per_osd(
                 "Device utilisation",
-                "ceph_daemon_device:node_disk_util:rate",
+                "ceph_daemon_device:node_disk_io_util:rate1m",
                 "percentunit",
-                "Fraction of time the device was busy.",
+                "iostat's %util: share of time with at least one I/O in flight.",
             )
         )
         .with_panel(
             per_osd(
-                "Device queue depth",
-                "ceph_daemon_device:node_disk_queue_depth:rate",
+                "Device queue size",
+                "ceph_daemon_device:node_disk_queue_size:rate1m",
                 "short",
-                "Average number of I/Os in progress (weighted I/O time).",
+                "iostat's aqu-sz: average I/Os queued or in service.",
             )
         )
         .with_panel(
-            per_osd(
+            timeseries(
                 "Device IOPS",
-                "ceph_daemon_device:node_disk_iops:rate",
+                [
+                    Query(
+                        f"ceph_daemon_device:node_disk_reads_completed:rate1m{osd}",
+                        "read {{ceph_daemon}} {{role}} {{device}}",
+                    ),
+                    Query(
+                        f"ceph_daemon_device:node_disk_writes_completed:rate1m{osd}",
+                        "write {{ceph_daemon}} {{role}} {{device}}",
+                    ),
+                ],
                 "iops",
-                "Reads + writes completed per second.",
-                width=12,
+                "Reads and writes completed per second.",
             )
         )
         .with_panel(
-            per_osd(
+            timeseries(
                 "Device throughput",
-                "ceph_daemon_device:node_disk_bytes:rate",
+                [
+                    Query(
+                        f"ceph_daemon_device:node_disk_read_bytes:rate1m{osd}",
+                        "read {{ceph_daemon}} {{role}} {{device}}",
+                    ),
+                    Query(
+                        f"ceph_daemon_device:node_disk_written_bytes:rate1m{osd}",
+                        "write {{ceph_daemon}} {{role}} {{device}}",
+                    ),
+                ],
                 "Bps",
-                "Bytes read + written per second.",
-                width=12,
+                "Bytes read and written per second.",
             )
         )
         .with_row(gdash.Row("Network"))
@@ -422,18 +504,18 @@ def devices_network(cfg: MixinConfig) -> dict[str, Any]:
             )
         )
         .with_panel(
-            per_osd(
+            per_nic(
                 "NIC receive",
-                "ceph_daemon_device:node_network_receive_bytes:rate",
+                "ceph_daemon_network:node_network_receive_bytes:rate1m",
                 "Bps",
                 "Bytes received on the OSD's interfaces.",
                 width=12,
             )
         )
         .with_panel(
-            per_osd(
+            per_nic(
                 "NIC transmit",
-                "ceph_daemon_device:node_network_transmit_bytes:rate",
+                "ceph_daemon_network:node_network_transmit_bytes:rate1m",
                 "Bps",
                 "Bytes sent on the OSD's interfaces.",
                 width=12,

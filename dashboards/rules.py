@@ -101,6 +101,22 @@ def recording_rules(cfg: MixinConfig) -> dict[str, Any]:
             "expr": _step_join(f"sum(rate(cephscope_osd_thread_cpu_seconds_total{exporter}[{w}]))"),
         },
         {
+            # The op worker threads: the figure to hold against osd_op_num_shards x threads.
+            "record": "cephscope_step:osd_tp_osd_tp_cpu_cores:rate",
+            "expr": _step_join(
+                "sum(rate(cephscope_osd_thread_cpu_seconds_total"
+                + "{" + cfg.exporter_job_selector + f', thread_group="tp_osd_tp"}}[{w}]))'
+            ),
+        },
+        {
+            "record": "cephscope_step:osd_op_queue_items:sum",
+            "expr": _step_join(f"sum(avg_over_time(cephscope_osd_op_queue_items{exporter}[{w}]))"),
+        },
+        {
+            "record": "cephscope_step:osd_op_shards:sum",
+            "expr": _step_join(f"sum(cephscope_osd_op_shards{exporter})"),
+        },
+        {
             "record": "cephscope_step:node_cpu_busy:ratio",
             "expr": _step_join(f"1 - avg(rate(node_cpu_seconds_total{node_idle}[{w}]))"),
         },
@@ -287,7 +303,7 @@ def alert_rules(cfg: MixinConfig) -> dict[str, Any]:
         },
         {
             "alert": "CephscopeDiskSaturated",
-            "expr": f"ceph_daemon_device:node_disk_util:rate > {cfg.disk_saturation_util}",
+            "expr": f"ceph_daemon_device:node_disk_io_util:rate1m > {cfg.disk_saturation_util}",
             "for": cfg.disk_saturation_for,
             "labels": {"severity": "warning"},
             "annotations": _annotations(
