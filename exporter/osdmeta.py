@@ -167,6 +167,7 @@ class MonClient:
         self._cluster: Any = None
         self._failed_at: float | None = None
         self.last_error = ""
+        self.fsid = ""  # cluster fsid, known once connected
 
     def _connect(self) -> Any:
         if self._cluster is not None:
@@ -234,6 +235,11 @@ class MonClient:
     def osd_facts(self) -> dict[str, OsdFacts]:
         """Facts of every OSD the mon knows, keyed by id ("3")."""
         metadata = self.command("osd metadata")
+        try:
+            self.fsid = str(self._connect().get_fsid())
+        except Exception as exc:  # only used to cross-check the OSDs' own fsid
+            log.debug("get_fsid: %s", exc)
+            self.fsid = ""
         classes: dict[str, str] = {}
         try:
             tree = self.command("osd tree")

@@ -149,12 +149,21 @@ class TopologyCollector(CachedHostCollector):
             self._clear("mon")
         return facts
 
-    def _asok_facts(self, ctx: HostContext, daemon: Daemon) -> OsdFacts:
+    def _asok_config(self, ctx: HostContext, daemon: Daemon) -> tuple[dict, dict] | None:
+        """The OSD's `config show` and `version`, or None (logged) when its socket fails."""
         session = ctx.session(daemon)
-        config = session.command("config show")
-        version = session.command("version")
-        if not isinstance(config, dict) or not isinstance(version, dict):
-            raise AsokError(daemon.asok_path, "config show/version did not return objects")
+        try:
+            config = session.command("config show")
+            version = session.command("version")
+            if not isinstance(config, dict) or not isinstance(version, dict):
+                raise AsokError(daemon.asok_path, "config show/version did not return objects")
+        except AsokError as exc:
+            self._note(f"{daemon.name}/asok", f"topology: {daemon.name}: admin socket: {exc}")
+            return None
+        self._clear(f"{daemon.name}/asok")
+        return config, version
+
+    def _asok_facts(self, daemon: Daemon, config: dict, version: dict) -> OsdFacts:
         return facts_from_config(
             daemon.id, config, version, self.nodename,
             lexists=lambda p: os.path.lexists(self.resolver.map_path(p)),
@@ -176,14 +185,24 @@ class TopologyCollector(CachedHostCollector):
             self._note("addresses", f"topology: cannot list this host's addresses: {exc}")
             addresses = []
         for daemon in osds:
+            local = self._asok_config(ctx, daemon)
             facts = mon_facts.get(daemon.id) if mon_facts is not None else None
+            if facts is not None and local is not None and self.mon.fsid:
+                # The same OSD id in another cluster (a second cluster on this host, or
+                # --ceph.conf naming the wrong one) must not lend its metadata.
+                osd_fsid = str(local[0].get("fsid", ""))
+                if osd_fsid and osd_fsid != self.mon.fsid:
+                    self._note(f"{daemon.name}/fsid", f"topology: {daemon.name} belongs to "
+                               f"cluster {osd_fsid}, the mon to {self.mon.fsid}: using its "
+                               "admin socket")
+                    facts = None
             if facts is None:
-                try:
-                    facts = self._asok_facts(ctx, daemon)
-                except AsokError as exc:
-                    self._note(daemon.name, f"topology: {daemon.name}: no metadata from the mon "
-                               f"and its admin socket failed: {exc}")
+                if local is None:
+                    self._note(daemon.name, f"topology: {daemon.name}: no metadata from the "
+                               "mon and none from its admin socket; OSD left out")
                     continue
+                facts = self._asok_facts(daemon, *local)
+            self._clear(daemon.name)
             self._emit_osd(daemon.name, facts, addresses, sink)
 
     def _emit_osd(

@@ -29,12 +29,19 @@ METADATA = json.loads((FIXTURES / "topology" / "osd_metadata.json").read_text())
 TREE = json.loads((FIXTURES / "topology" / "osd_tree.json").read_text())
 
 
+CAPTURED_FSID = json.loads((capture_dir("idle", "osd.0") / "config_show.json").read_text())["fsid"]
+
+
 class FakeRados:
     """Stands in for a connected rados.Rados: answers mon commands from captures."""
 
-    def __init__(self, metadata: Any) -> None:
+    def __init__(self, metadata: Any, fsid: str = CAPTURED_FSID) -> None:
         self.metadata = metadata
+        self.fsid = fsid
         self.calls: list[str] = []
+
+    def get_fsid(self) -> str:
+        return self.fsid
 
     def mon_command(self, cmd: str, inbuf: bytes, timeout: int = 0) -> tuple[int, bytes, str]:
         prefix = json.loads(cmd)["prefix"]
@@ -68,9 +75,16 @@ class FakeMon(MonClient):
 
 @pytest.fixture()
 def root(tmp_path: Path) -> Path:
+    """A private copy of the fixture tree: tests add data dirs and st_dev links to it."""
     dest = tmp_path / "host1"
     shutil.copytree(FIXTURES / "sysfs" / "host1", dest, symlinks=True)
     return dest
+
+
+@pytest.fixture()
+def tree() -> Path:
+    """The checked-in fixture tree, read-only."""
+    return FIXTURES / "sysfs" / "host1"
 
 
 @pytest.fixture()
@@ -204,12 +218,12 @@ def test_mon_metadata_resolved_against_fixture_hardware(
 
 
 def test_unresolvable_device_still_gives_osd_info_and_a_clear_log(
-    root: Path, asoks: FakeCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tree: Path, asoks: FakeCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The real capture names /dev/loop6..9, which the fixture host does not have."""
     for osd in (0, 1, 2):
         asoks.add_osd(osd, scenario="idle")
-    collector = make_collector(root, FakeMon(), refresh=0)
+    collector = make_collector(tree, FakeMon(), refresh=0)
     with caplog.at_level(logging.WARNING, logger="cephscope.exporter.topology"):
         text = scrape(collector, tmp_path / "asok")
         scrape(collector, tmp_path / "asok")  # same problem again: not logged again
@@ -258,11 +272,11 @@ def test_mon_down_falls_back_to_admin_socket_and_data_dir(
 
 
 def test_garbage_from_admin_socket_with_mon_down_skips_only_that_osd(
-    root: Path, asoks: FakeCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tree: Path, asoks: FakeCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     asoks.add_osd(0, scenario="idle", fault="garbage")
     asoks.add_osd(1, scenario="idle")
-    collector = make_collector(root, FakeMon(down=True), refresh=0)
+    collector = make_collector(tree, FakeMon(down=True), refresh=0)
     with caplog.at_level(logging.WARNING, logger="cephscope.exporter.topology"):
         text = scrape(collector, tmp_path / "asok")
     assert [line.split(",")[0] for line in lines(text, "cephscope_osd_info")] == [
@@ -272,13 +286,31 @@ def test_garbage_from_admin_socket_with_mon_down_skips_only_that_osd(
                for r in caplog.records)
 
 
+def test_osd_of_another_cluster_does_not_take_the_mons_metadata(
+    root: Path, asoks: FakeCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Same id, other fsid (e.g. --ceph.conf of a second cluster on this host)."""
+    asoks.add_osd(0, scenario="idle")
+    mon = FakeMon(edited_metadata(root))
+    mon.rados.fsid = "00000000-0000-0000-0000-000000000000"
+    with caplog.at_level(logging.WARNING, logger="cephscope.exporter.topology"):
+        text = scrape(make_collector(root, mon), tmp_path / "asok")
+    assert "nvme0n1" not in text  # the mon's osd.0 is on NVMe; this host's osd.0 is not
+    assert len(lines(text, "cephscope_osd_info")) == 1
+    assert any(f"osd.0 belongs to cluster {CAPTURED_FSID}" in r.getMessage()
+               for r in caplog.records)
+    mon.rados.fsid = CAPTURED_FSID
+    collector = make_collector(root, mon)
+    assert "nvme0n1" in scrape(collector, tmp_path / "asok")
+
+
 def test_osd_without_metadata_entry_uses_its_admin_socket(
-    root: Path, asoks: FakeCluster, tmp_path: Path
+    tree: Path, asoks: FakeCluster, tmp_path: Path
 ) -> None:
     """A just-created OSD the mon has no metadata for yet."""
     asoks.add_osd(0, scenario="idle")
     asoks.add_osd(7, scenario="idle", source_osd="osd.1")
-    text = scrape(make_collector(root, FakeMon()), tmp_path / "asok")
+    text = scrape(make_collector(tree, FakeMon()), tmp_path / "asok")
     assert "cephscope_topology_mon_up 1" in text
     assert {line.split(",")[0] for line in lines(text, "cephscope_osd_info")} == {
         'cephscope_osd_info{ceph_daemon="osd.0"', 'cephscope_osd_info{ceph_daemon="osd.7"'

@@ -14,8 +14,14 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs" / "host1"
 
 
 @pytest.fixture()
-def tree(tmp_path: Path) -> Path:
-    """A private copy of the fixture tree (tests may add links to it)."""
+def tree() -> Path:
+    """The checked-in fixture tree, read-only."""
+    return FIXTURE
+
+
+@pytest.fixture()
+def writable_tree(tmp_path: Path) -> Path:
+    """A private copy of the fixture tree (for tests that add or remove links)."""
     root = tmp_path / "host1"
     shutil.copytree(FIXTURE, root, symlinks=True)
     return root
@@ -108,10 +114,10 @@ def test_lvm_on_sas_hdd_resolves_to_dm_with_physical_parent(tree: Path, path: st
     assert dev.wwn == "naa.5000c500a1b2c3d4"
 
 
-def test_lv_name_lookup_without_dev_links(tree: Path) -> None:
+def test_lv_name_lookup_without_dev_links(writable_tree: Path) -> None:
     """udev-less hosts may lack /dev/mapper links: the dm name in sysfs is enough."""
-    shutil.rmtree(tree / "dev" / "mapper")
-    dev = resolver(tree).resolve("/dev/mapper/ceph--0a1b--vg-osd--block--9f8e").device
+    shutil.rmtree(writable_tree / "dev" / "mapper")
+    dev = resolver(writable_tree).resolve("/dev/mapper/ceph--0a1b--vg-osd--block--9f8e").device
     assert dev is not None and dev.name == "dm-0"
 
 
@@ -122,10 +128,10 @@ def test_virtio_disk(tree: Path) -> None:
     assert dev.model == ""
 
 
-def test_loop_device_parent_is_the_disk_holding_its_backing_file(tree: Path) -> None:
-    map_st_dev_to(tree, tree / "host" / "var" / "lib" / "ceph-images" / "osd0.img",
-                  "block/sdc/sdc1")
-    dev = resolver(tree).resolve("/var/lib/ceph/osd/ceph-4/block").device
+def test_loop_device_parent_is_the_disk_holding_its_backing_file(writable_tree: Path) -> None:
+    image = writable_tree / "host" / "var" / "lib" / "ceph-images" / "osd0.img"
+    map_st_dev_to(writable_tree, image, "block/sdc/sdc1")
+    dev = resolver(writable_tree).resolve("/var/lib/ceph/osd/ceph-4/block").device
     assert dev is not None
     assert (dev.name, dev.kind, dev.transport) == ("loop0", "loop", "loop")
     assert dev.backing_file == "/var/lib/ceph-images/osd0.img"
@@ -141,12 +147,12 @@ def test_unattached_loop_is_its_own_parent(tree: Path) -> None:
 
 
 def test_file_on_a_filesystem_resolves_to_the_partition_under_it(
-    tree: Path, tmp_path: Path
+    writable_tree: Path, tmp_path: Path
 ) -> None:
     image = tmp_path / "osd.7.img"
     image.write_bytes(b"\0" * 4096)
-    map_st_dev_to(tree, image, "block/sdc/sdc1")
-    res = resolver(tree, host_root="/").resolve(str(image))
+    map_st_dev_to(writable_tree, image, "block/sdc/sdc1")
+    res = resolver(writable_tree, host_root="/").resolve(str(image))
     assert res.access == "file"
     assert res.device is not None
     assert (res.device.name, res.device.parent, res.device.transport) == ("sdc1", "sdc", "sata")
@@ -172,10 +178,10 @@ def test_no_path(tree: Path, path: str) -> None:
     assert res.device is None and res.reason == "no path reported"
 
 
-def test_symlink_loop_is_reported_not_followed_forever(tree: Path) -> None:
-    (tree / "dev" / "a").symlink_to("b")
-    (tree / "dev" / "b").symlink_to("a")
-    res = resolver(tree).resolve("/dev/a")
+def test_symlink_loop_is_reported_not_followed_forever(writable_tree: Path) -> None:
+    (writable_tree / "dev" / "a").symlink_to("b")
+    (writable_tree / "dev" / "b").symlink_to("a")
+    res = resolver(writable_tree).resolve("/dev/a")
     assert res.device is None
     assert "too many levels" in res.reason
 
