@@ -1,0 +1,249 @@
+"""threads collector: /proc parsing on a real OSD's captured /proc tree, counters, pid lookup."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cephscope.exporter.asok import Daemon
+from cephscope.exporter.collectors.threads import (
+    MAX_THREAD_GROUPS,
+    OTHER_GROUP,
+    ProcessSnapshot,
+    ThreadCpuAccount,
+    ThreadsCollector,
+    find_osd_pid,
+    parse_stat,
+    read_process,
+    thread_group,
+)
+from cephscope.exporter.exposition import MetricSink, render_labels
+from tests.unit.fake_asok import FakeCluster, capture_dir, only_collectors, parse_samples, scrape_once
+
+PROC_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "proc"
+BEFORE = PROC_FIXTURES / "ops_load_before"
+AFTER = PROC_FIXTURES / "ops_load_after"
+THREADS = only_collectors("threads")
+CLK_TCK = 100  # the capture machine's sysconf(SC_CLK_TCK)
+PAGE = 4096
+
+
+def osd_pids(root: Path) -> dict[str, int]:
+    """osd id -> pid of the captured tree, read from the captured command lines."""
+    found = {}
+    for pid_dir in root.iterdir():
+        argv = (pid_dir / "cmdline").read_bytes().split(b"\0")
+        flag = b"-i" if b"-i" in argv else b"--id"
+        found[argv[argv.index(flag) + 1].decode()] = int(pid_dir.name)
+    return found
+
+
+def config(osd: str, option: str) -> int:
+    doc = json.loads((capture_dir("ops_load", osd) / f"config_get.{option}.json").read_bytes())
+    return int(doc[option])
+
+
+@pytest.mark.parametrize(
+    ("comm", "group"),
+    [
+        ("tp_osd_tp", "tp_osd_tp"),
+        ("msgr-worker-0", "msgr-worker"),
+        ("msgr-worker-12", "msgr-worker"),
+        ("rocksdb:low0", "rocksdb:low"),
+        ("rocksdb:high0", "rocksdb:high"),
+        ("bstore_kv_sync", "bstore_kv_sync"),
+        ("safe_timer", "safe_timer"),
+        ("rocksdb:dump_st", "rocksdb:dump_st"),
+        ("1234", "1234"),
+    ],
+)
+def test_thread_group(comm: str, group: str) -> None:
+    assert thread_group(comm) == group
+
+
+def test_parse_stat_with_odd_comm() -> None:
+    line = "42 (a) b (c)) S 1 1 1 0 -1 4194560 0 0 0 0 150 25 0 0 20 0 9 0 777 0 0"
+    fields = parse_stat(line)
+    assert (fields.comm, fields.utime, fields.stime, fields.starttime) == ("a) b (c)", 150, 25, 777)
+
+
+@pytest.mark.parametrize("line", ["", "42 tp_osd_tp S 1", "42 (x) S 1 2 3", "42 (x) " + "y " * 30])
+def test_parse_stat_rejects_garbage(line: str) -> None:
+    with pytest.raises(ValueError):
+        parse_stat(line)
+
+
+@pytest.mark.parametrize("osd", ["osd.0", "osd.1"])
+def test_real_osd_process(osd: str) -> None:
+    pid = osd_pids(AFTER)[osd.split(".")[1]]
+    snap = read_process(AFTER, pid, PAGE)
+    assert len(snap.threads) == len(list((AFTER / str(pid) / "task").iterdir()))
+    statm_pages = int((AFTER / str(pid) / "statm").read_text().split()[1])
+    assert snap.rss_bytes == statm_pages * PAGE
+    status_rss = next(
+        line for line in (AFTER / str(pid) / "status").read_text().splitlines()
+        if line.startswith("VmRSS:")
+    )
+    assert abs(snap.rss_bytes / 1024 - int(status_rss.split()[1])) < 64  # same thing, kB
+    groups: dict[str, int] = {}
+    for comm, _ in snap.threads.values():
+        groups[thread_group(comm)] = groups.get(thread_group(comm), 0) + 1
+    # One tp_osd_tp thread per shard per thread-per-shard (hdd defaults on this OSD).
+    shards = config(osd, "osd_op_num_shards") or config(osd, "osd_op_num_shards_hdd")
+    per_shard = config(osd, "osd_op_num_threads_per_shard") or config(
+        osd, "osd_op_num_threads_per_shard_hdd"
+    )
+    assert groups["tp_osd_tp"] == shards * per_shard
+    assert groups["msgr-worker"] >= 1 and "bstore_kv_sync" in groups
+    # Threads' CPU never exceeds the process's (which also has exited threads' time).
+    assert sum(ticks for _, ticks in snap.threads.values()) <= snap.cpu_ticks
+
+
+def _collector(proc_root: Path) -> ThreadsCollector:
+    return ThreadsCollector(
+        argparse.Namespace(
+            collector_threads_proc_root=str(proc_root),
+            collector_threads_clk_tck=CLK_TCK,
+            collector_threads_page_size=PAGE,
+        )
+    )
+
+
+class _Session:
+    def __init__(self, name: str, pid: int | None) -> None:
+        self.daemon = Daemon(name, "osd", name.split(".")[1], "ceph", "/nonexistent")
+        self.daemon_label = render_labels({"ceph_daemon": name})
+        self._pid = pid
+
+    def pid(self) -> int | None:
+        return self._pid
+
+    def command(self, prefix: str, **_: Any) -> Any:
+        raise AssertionError(f"threads collector sent {prefix!r}")
+
+
+def _collect(collector: ThreadsCollector, session: _Session) -> dict[str, float]:
+    sink = MetricSink()
+    collector.collect_daemon(session, sink)  # type: ignore[arg-type]
+    values = {}
+    for fam in sink.families.values():
+        for name, labels, value in fam.samples:
+            values[f"{name}{{{labels}}}"] = value
+    return values
+
+
+def _cpu(values: dict[str, float], osd: str, group: str) -> float:
+    return values[
+        f'cephscope_osd_thread_cpu_seconds_total{{ceph_daemon="{osd}",thread_group="{group}"}}'
+    ]
+
+
+@pytest.mark.parametrize("osd", ["osd.0", "osd.1"])
+def test_tp_osd_tp_cpu_grows_under_load(osd: str) -> None:
+    pid = osd_pids(AFTER)[osd.split(".")[1]]
+    assert osd_pids(BEFORE)[osd.split(".")[1]] == pid
+    collector = _collector(BEFORE)
+    before = _collect(collector, _Session(osd, pid))
+    collector.proc_root = str(AFTER)
+    after = _collect(collector, _Session(osd, pid))
+    assert _cpu(after, osd, "tp_osd_tp") > _cpu(before, osd, "tp_osd_tp")
+    for key, value in before.items():
+        if key.startswith("cephscope_osd_thread_cpu_seconds_total"):
+            assert after[key] >= value, f"{key} went down"
+    label = f'{{ceph_daemon="{osd}"}}'
+    assert after[f"cephscope_osd_cpu_seconds_total{label}"] > before[
+        f"cephscope_osd_cpu_seconds_total{label}"
+    ]
+    assert after[f"cephscope_osd_threads{label}"] == len(read_process(AFTER, pid, PAGE).threads)
+    assert after[f"cephscope_osd_resident_memory_bytes{label}"] > 0
+
+
+def _snap(threads: dict[int, tuple[str, int]], pid: int = 1, start: int = 10) -> ProcessSnapshot:
+    return ProcessSnapshot(pid, start, sum(t for _, t in threads.values()), 0, threads)
+
+
+def test_exited_threads_keep_their_cpu_in_the_counter() -> None:
+    account = ThreadCpuAccount(1, 10)
+    totals, _ = account.update(_snap({11: ("tp_osd_tp", 500), 12: ("tp_osd_tp", 300)}))
+    assert totals["tp_osd_tp"] == 800
+    totals, live = account.update(_snap({11: ("tp_osd_tp", 520)}))  # 12 exited
+    assert totals["tp_osd_tp"] == 820 and live["tp_osd_tp"] == 1
+    totals, _ = account.update(_snap({11: ("tp_osd_tp", 530), 13: ("tp_osd_tp", 5)}))
+    assert totals["tp_osd_tp"] == 835
+
+
+def test_thread_groups_are_bounded() -> None:
+    account = ThreadCpuAccount(1, 10)
+    threads = {i: (f"weird{chr(65 + i % 26)}{chr(65 + i // 26)}x", 1) for i in range(200)}
+    totals, _ = account.update(_snap(threads))
+    assert len(totals) == MAX_THREAD_GROUPS + 1 and totals[OTHER_GROUP] == 200 - MAX_THREAD_GROUPS
+
+
+def test_restarted_osd_starts_a_new_account(tmp_path: Path) -> None:
+    pid = osd_pids(AFTER)["0"]
+    root = tmp_path / "proc"
+    shutil.copytree(AFTER / str(pid), root / str(pid))
+    collector = _collector(root)
+    first = _collect(collector, _Session("osd.0", pid))
+    # Same pid, new life: starttime (field 22) changes, CPU restarts from near zero.
+    stat = root / str(pid) / "stat"
+    head, _, tail = stat.read_text().rpartition(")")
+    fields = tail.split()
+    fields[11], fields[12], fields[19] = "1", "1", str(int(fields[19]) + 1000)
+    stat.write_text(f"{head}) {' '.join(fields)}\n")
+    for task in (root / str(pid) / "task").iterdir():
+        task_head, _, task_tail = (task / "stat").read_text().rpartition(")")
+        task_fields = task_tail.split()
+        task_fields[11], task_fields[12] = "0", "0"
+        (task / "stat").write_text(f"{task_head}) {' '.join(task_fields)}\n")
+    second = _collect(collector, _Session("osd.0", pid))
+    assert _cpu(first, "osd.0", "tp_osd_tp") > 0
+    assert _cpu(second, "osd.0", "tp_osd_tp") == 0  # a counter reset, not exited-thread credit
+
+
+def test_pid_lookup_by_command_line(tmp_path: Path) -> None:
+    pids = osd_pids(AFTER)
+    assert find_osd_pid(AFTER, "0") == pids["0"]
+    assert find_osd_pid(AFTER, "1") == pids["1"]
+    with pytest.raises(ValueError, match="no ceph-osd processes with --id 7"):
+        find_osd_pid(AFTER, "7")
+    # Two clusters on one host, both with an osd.0: refuse to guess.
+    root = tmp_path / "proc"
+    shutil.copytree(AFTER, root)
+    shutil.copytree(AFTER / str(pids["0"]), root / "99999")
+    with pytest.raises(ValueError, match=r"2 \(\[\d+, 99999\]\) ceph-osd processes with --id 0"):
+        find_osd_pid(root, "0")
+
+
+def test_socket_pid_is_used_when_it_is_an_osd() -> None:
+    pids = osd_pids(AFTER)
+    collector = _collector(AFTER)
+    # The socket says osd.1's pid although the name says osd.0: the socket wins.
+    values = _collect(collector, _Session("osd.0", pids["1"]))
+    expected = len(read_process(AFTER, pids["1"], PAGE).threads)
+    assert values['cephscope_osd_threads{ceph_daemon="osd.0"}'] == expected
+
+
+def test_through_fake_sockets_with_a_missing_process(tmp_path: Path) -> None:
+    # The fake daemons run in this test process, so SO_PEERCRED names a python process that
+    # is not under the fixture proc root: the collector falls back to the command lines.
+    cluster = FakeCluster(tmp_path / "run")
+    for i in (0, 1, 5):
+        cluster.add_osd(i, scenario="ops_load", source_osd=f"osd.{i % 2}")
+    try:
+        text = scrape_once(
+            tmp_path / "run", *THREADS, "--collector.threads.proc-root", str(AFTER)
+        )
+    finally:
+        cluster.stop()
+    samples = parse_samples(text)
+    for osd in ("osd.0", "osd.1"):
+        assert samples[f'cephscope_osd_threads{{ceph_daemon="{osd}"}}'] > 10
+    # osd.5 has no process under the proc root: its series are gone, the others' intact.
+    assert not any('ceph_daemon="osd.5"' in k and "osd_thread" in k for k in samples)
+    assert samples['cephscope_scrape_collector_success{collector="threads"}'] == 0
