@@ -164,7 +164,10 @@ class DeviceResolver:
         for _ in range(40):
             if not os.path.islink(local):
                 return local, tuple(chain), ""
-            target = os.readlink(local)
+            try:
+                target = os.readlink(local)
+            except OSError as exc:
+                return local, tuple(chain), f"{self._unmap(local)}: {exc.strerror}"
             if os.path.isabs(target):
                 local = self.map_path(target)
             else:
