@@ -1,0 +1,137 @@
+"""Pools per pool profile: created (or reused when they already match) and removed at the end.
+
+Pool names are `cephscope-<profile>`; an erasure profile `cephscope-<profile>` holds k/m and the
+failure domain (osd by default, so a 3-OSD single-host cluster can hold k=2,m=1).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cephscope.runner.cephconfig import CephCli, CephError
+from cephscope.runner.spec import PoolProfile
+
+Log = Callable[[str], None]
+
+
+def pool_name_for(profile: str) -> str:
+    return "cephscope-" + re.sub(r"[^A-Za-z0-9_.-]", "_", profile)
+
+
+@dataclass
+class PoolManager:
+    cli: CephCli
+    log: Log = print
+    created: list[str] = field(default_factory=list)
+    erasure_profiles_created: list[str] = field(default_factory=list)
+    # called with (pools, erasure profiles) BEFORE anything is created, so that a run killed
+    # right after a create still knows what to remove when resumed
+    record: Callable[[list[str], list[str]], None] = lambda pools, profiles: None
+
+    def _remember(self, pool: str | None = None, ec_profile: str | None = None) -> None:
+        if pool and pool not in self.created:
+            self.created.append(pool)
+        if ec_profile and ec_profile not in self.erasure_profiles_created:
+            self.erasure_profiles_created.append(ec_profile)
+        self.record(list(self.created), list(self.erasure_profiles_created))
+
+    def existing_pools(self) -> dict[str, dict]:
+        pools = self.cli.command("osd pool ls", detail="detail") or []
+        return {p["pool_name"]: p for p in pools}
+
+    def ensure(self, profile: PoolProfile, application: str = "rados") -> str:
+        """The pool for this profile, created if missing; an existing pool must match."""
+        name = pool_name_for(profile.name)
+        pools = self.existing_pools()
+        if name in pools:
+            self._check_matches(name, pools[name], profile)
+            self.log(f"pool {name}: reusing the existing pool")
+            return name
+        pg = profile.pg_num
+        if profile.is_erasure:
+            ec_name = name
+            self._remember(pool=name, ec_profile=ec_name)
+            self.cli.command("osd erasure-code-profile set", name=ec_name,
+                             profile=[f"k={profile.erasure_k}", f"m={profile.erasure_m}",
+                                      f"plugin={profile.erasure_plugin}",
+                                      f"crush-failure-domain={profile.failure_domain}"],
+                             force=True)
+            self.cli.command("osd pool create", pool=name, pg_num=pg, pgp_num=pg,
+                             pool_type="erasure", erasure_code_profile=ec_name)
+            if profile.ec_overwrites:
+                self.cli.command("osd pool set", pool=name, var="allow_ec_overwrites", val="true")
+        else:
+            self._remember(pool=name)
+            self.cli.command("osd pool create", pool=name, pg_num=pg, pgp_num=pg,
+                             pool_type="replicated")
+            size = str(profile.replication)
+            self.cli.command("osd pool set", pool=name, var="size", val=size,
+                             yes_i_really_mean_it=True)
+            replicas = profile.replication or 1
+            # Ceph's own default: size - size/2 (3 -> 2, 2 -> 1, 1 -> 1)
+            self.cli.command("osd pool set", pool=name, var="min_size",
+                             val=str(max(1, replicas - replicas // 2)))
+        self.cli.command("osd pool application enable", pool=name, app=application,
+                         yes_i_really_mean_it=True)
+        self.log(f"pool {name}: created ({self.describe(profile)})")
+        return name
+
+    @staticmethod
+    def describe(profile: PoolProfile) -> str:
+        if profile.is_erasure:
+            return f"erasure k={profile.erasure_k} m={profile.erasure_m}, {profile.pg_num} PGs"
+        return f"replicated size {profile.replication}, {profile.pg_num} PGs"
+
+    def _check_matches(self, name: str, pool: dict, profile: PoolProfile) -> None:
+        # pool type: 1 replicated, 3 erasure
+        if profile.is_erasure:
+            if pool.get("type") != 3:
+                raise CephError(f"pool {name} exists but is not erasure-coded; remove it or "
+                                f"rename the pool profile {profile.name!r}")
+            want = (profile.erasure_k or 0) + (profile.erasure_m or 0)
+            if int(pool.get("size", want)) != want:
+                raise CephError(f"pool {name} exists with size {pool.get('size')}, profile "
+                                f"{profile.name!r} wants k+m={want}")
+        else:
+            if pool.get("type") != 1:
+                raise CephError(f"pool {name} exists but is not replicated")
+            if int(pool.get("size", 0)) != profile.replication:
+                raise CephError(f"pool {name} exists with size {pool.get('size')}, profile "
+                                f"{profile.name!r} wants {profile.replication}")
+
+    def ensure_named(self, name: str, application: str = "rados") -> str:
+        """A pool given by name (no profile): reused, or created with the cluster's defaults."""
+        if name in self.existing_pools():
+            return name
+        self._remember(pool=name)
+        self.cli.command("osd pool create", pool=name, pg_num=32, pgp_num=32,
+                         pool_type="replicated")
+        self.cli.command("osd pool application enable", pool=name, app=application,
+                         yes_i_really_mean_it=True)
+        self.log(f"pool {name}: created (cluster default size, 32 PGs)")
+        return name
+
+    def remove_created(self) -> list[str]:
+        """Delete the pools (and EC profiles) this run created; return problems."""
+        problems = []
+        existing = self.existing_pools()
+        for name in reversed(self.created):
+            if name not in existing:
+                continue
+            try:
+                self.cli.command("osd pool delete", pool=name, pool2=name,
+                                 yes_i_really_really_mean_it=True)
+                self.log(f"pool {name}: removed")
+            except CephError as exc:
+                problems.append(f"remove pool {name}: {exc}")
+        self.created.clear()
+        for ec in reversed(self.erasure_profiles_created):
+            try:
+                self.cli.command("osd erasure-code-profile rm", name=ec)
+            except CephError as exc:
+                problems.append(f"remove erasure profile {ec}: {exc}")
+        self.erasure_profiles_created.clear()
+        self.record([], [])
+        return problems

@@ -1,0 +1,275 @@
+"""Results directory of one run; crash-proof so that `--resume` never redoes or loses a step.
+
+Layout:
+
+    RUN_DIR/
+      run.json                 run id, spec path, ordered step list (written once, at creation)
+      spec.yaml                the spec file as given
+      spec.resolved.json       the spec as the runner understood it
+      pre_sweep_config.json    config db + running values of touched options before the sweep
+      state.json               pools the run created (so a resumed run can remove them)
+      step-<id>/               one per step (name from the deterministic step id)
+        params.json            step params
+        <raw tool output>      written by the benchmark
+        timestamps.json        config applied / started / ended (unix seconds), dead time
+        prometheus.json        system metrics of the step window (with --prometheus-url)
+        result.json            parsed results: written LAST; its presence = step done
+      summary.json, summary.csv
+
+Every file is written to a temporary name and renamed (atomic on POSIX), so a SIGKILL leaves
+either the old file or the new one, never half of one. A step dir without result.json is an
+unfinished step: a resumed run clears it and runs the step again.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from cephscope.runner.steps import Step, format_value
+
+RESULT_FILE = "result.json"
+FAILURE_FILE = "failure.json"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    # make the rename itself durable
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def atomic_write_json(path: Path, data: Any) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    with open(path) as f:
+        return json.load(f)
+
+
+class ResultsError(RuntimeError):
+    pass
+
+
+class RunDir:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    # ---- creation / loading --------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, path: Path, run_id: str, spec_path: Path, spec_text: str,
+               resolved: Mapping[str, Any], steps: list[Step],
+               meta: Mapping[str, Any] | None = None) -> RunDir:
+        path = Path(path)
+        if (path / "run.json").exists():
+            raise ResultsError(f"{path} already holds a run; use --resume {path} to finish it "
+                               f"or choose another --results-dir")
+        path.mkdir(parents=True, exist_ok=True)
+        rd = cls(path)
+        atomic_write_text(path / "spec.yaml", spec_text)
+        atomic_write_json(path / "spec.resolved.json", resolved)
+        # run.json last: its presence means the run dir is complete enough to resume.
+        atomic_write_json(path / "run.json", {
+            "run_id": run_id,
+            "spec_path": str(spec_path),
+            "created": time.time(),
+            "steps": [s.to_dict() for s in steps],
+            **(meta or {}),
+        })
+        return rd
+
+    def load_run(self) -> dict[str, Any]:
+        try:
+            return read_json(self.path / "run.json")
+        except FileNotFoundError as exc:
+            raise ResultsError(f"{self.path} is not a cephscope run dir (no run.json)") from exc
+        except ValueError as exc:
+            raise ResultsError(f"{self.path}/run.json is corrupt: {exc}") from exc
+
+    def steps(self) -> list[Step]:
+        return [Step.from_dict(d) for d in self.load_run()["steps"]]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.load_run()["run_id"])
+
+    # ---- per-step ------------------------------------------------------------------------------
+
+    def step_dir(self, step: Step) -> Path:
+        return self.path / step.dir_name
+
+    def is_done(self, step: Step) -> bool:
+        path = self.step_dir(step) / RESULT_FILE
+        if not path.exists():
+            return False
+        try:
+            return read_json(path).get("step") == step.id
+        except (ValueError, OSError, AttributeError):
+            return False
+
+    def begin_step(self, step: Step) -> Path:
+        """A clean dir for a step about to run (leftovers of an interrupted attempt removed)."""
+        d = self.step_dir(step)
+        if d.exists():
+            shutil.rmtree(d)
+        d.mkdir(parents=True)
+        atomic_write_json(d / "params.json", step.to_dict())
+        return d
+
+    def write_timestamps(self, step: Step, timestamps: Mapping[str, Any]) -> None:
+        atomic_write_json(self.step_dir(step) / "timestamps.json", dict(timestamps))
+
+    def write_step_file(self, step: Step, name: str, data: Any) -> None:
+        atomic_write_json(self.step_dir(step) / name, data)
+
+    def finish_step(self, step: Step, results: list[dict[str, Any]],
+                    timestamps: Mapping[str, Any], config: Mapping[str, Any]) -> None:
+        atomic_write_json(self.step_dir(step) / RESULT_FILE, {
+            "step": step.id,
+            "status": "done",
+            "benchmark": step.benchmark,
+            "iteration": step.iteration,
+            "axes": dict(step.axes),
+            "results": results,
+            "timestamps": dict(timestamps),
+            "config": dict(config),
+        })
+        (self.step_dir(step) / FAILURE_FILE).unlink(missing_ok=True)
+
+    def fail_step(self, step: Step, error: str, timestamps: Mapping[str, Any]) -> None:
+        d = self.step_dir(step)
+        d.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(d / FAILURE_FILE, {"step": step.id, "status": "failed",
+                                             "error": error, "timestamps": dict(timestamps)})
+
+    def step_result(self, step: Step) -> dict[str, Any] | None:
+        if not self.is_done(step):
+            return None
+        return read_json(self.step_dir(step) / RESULT_FILE)
+
+    def step_failure(self, step: Step) -> dict[str, Any] | None:
+        path = self.step_dir(step) / FAILURE_FILE
+        try:
+            return read_json(path)
+        except (OSError, ValueError):
+            return None
+
+    # ---- run state -----------------------------------------------------------------------------
+
+    def read_state(self) -> dict[str, Any]:
+        try:
+            return read_json(self.path / "state.json")
+        except (OSError, ValueError):
+            return {}
+
+    def update_state(self, **changes: Any) -> None:
+        state = self.read_state()
+        state.update(changes)
+        atomic_write_json(self.path / "state.json", state)
+
+    def write_pre_sweep_config(self, snapshot: Mapping[str, Any]) -> None:
+        atomic_write_json(self.path / "pre_sweep_config.json", dict(snapshot))
+
+    def read_pre_sweep_config(self) -> dict[str, Any] | None:
+        try:
+            return read_json(self.path / "pre_sweep_config.json")
+        except (OSError, ValueError):
+            return None
+
+    # ---- summary -------------------------------------------------------------------------------
+
+    def summary_rows(self, steps: Iterable[Step]) -> list[dict[str, Any]]:
+        rows = []
+        for step in steps:
+            result = self.step_result(step)
+            if result is None:
+                failure = self.step_failure(step)
+                rows.append({"step": step.id, "benchmark": step.benchmark,
+                             "iteration": step.iteration, "axes": dict(step.axes),
+                             "status": "failed" if failure else "pending",
+                             "error": (failure or {}).get("error"), "mode": None})
+                continue
+            ts = result.get("timestamps", {})
+            for r in result.get("results", []):
+                rows.append({
+                    "step": step.id, "benchmark": step.benchmark, "iteration": step.iteration,
+                    "axes": dict(step.axes), "status": "done", "mode": r.get("mode"),
+                    "iops": r.get("iops"),
+                    "bandwidth_bytes_per_second": r.get("bandwidth_bytes_per_second"),
+                    "latency_avg_seconds": r.get("latency_avg_seconds"),
+                    "latency_max_seconds": r.get("latency_max_seconds"),
+                    "latency_p99_seconds": (r.get("latency_percentiles_seconds") or {}).get(
+                        "99", (r.get("latency_percentiles_seconds") or {}).get("99.0")),
+                    "start": ts.get("started"), "end": ts.get("ended"),
+                    "dead_time_seconds": ts.get("dead_time_seconds"),
+                })
+        return rows
+
+    def write_summary(self, steps: list[Step]) -> dict[str, Any]:
+        rows = self.summary_rows(steps)
+        run = self.load_run()
+        summary = {"run_id": run["run_id"], "spec_path": run.get("spec_path"),
+                   "steps_total": len(steps),
+                   "steps_done": sum(1 for s in steps if self.is_done(s)),
+                   "rows": rows}
+        atomic_write_json(self.path / "summary.json", summary)
+        axes: list[str] = []
+        for s in steps:
+            axes += [a for a in s.axes if a not in axes]
+        columns = ["step", "benchmark", "iteration", *axes, "status", "mode", "iops",
+                   "bandwidth_bytes_per_second", "latency_avg_seconds", "latency_p99_seconds",
+                   "latency_max_seconds", "dead_time_seconds", "start", "end", "error"]
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            flat = {k: v for k, v in row.items() if k != "axes"}
+            flat.update({a: format_value(v) for a, v in row["axes"].items()})
+            writer.writerow(flat)
+        atomic_write_text(self.path / "summary.csv", buf.getvalue())
+        return summary
+
+
+def load_baseline(run_dir: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """step id -> mode -> {iops, latency_avg_seconds, latency_p99_seconds, latency_max_seconds}
+    from a finished run dir (its step results, not the summary, so a partial run works too)."""
+    rd = RunDir(Path(run_dir))
+    baseline: dict[str, dict[str, dict[str, float]]] = {}
+    for step in rd.steps():
+        result = rd.step_result(step)
+        if result is None:
+            continue
+        for r in result.get("results", []):
+            pct = r.get("latency_percentiles_seconds") or {}
+            figures = {
+                "iops": r.get("iops"),
+                "latency_avg_seconds": r.get("latency_avg_seconds"),
+                "latency_p99_seconds": pct.get("99", pct.get("99.0")),
+                "latency_max_seconds": r.get("latency_max_seconds"),
+            }
+            baseline.setdefault(step.id, {})[str(r.get("mode"))] = {
+                k: float(v) for k, v in figures.items() if isinstance(v, int | float)}
+    return baseline

@@ -1,0 +1,565 @@
+"""Sweep spec: loading (with line numbers), CBT compatibility and validation.
+
+A spec is CBT-compatible YAML (`cluster`, `benchmarks`, `pool_profiles`, `iterations`; a list
+value is a sweep axis) plus cephscope's own sections:
+
+    ceph_config:            # `ceph config set osd KEY VALUE` per step; lists are axes too
+      osd_op_num_shards: [2, 4]
+    restart:                # how OSDs are restarted for options that need it
+      method: devcluster    # devcluster | systemd | cephadm | command
+      command: [ssh, host, systemctl, restart, "ceph-osd@{id}"]   # method: command only
+      rolling: false
+      timeout: 600
+
+Validation is structural and happens before anything talks to the cluster; the check that every
+`ceph_config` option exists (`ceph config help`) is a read done by the sweep right after, also
+before any change. Every error names the key path, the value and the line in the file.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# Keys in CBT's `cluster:` section that build or describe a cluster cephscope does not manage:
+# accepted (so a CBT file loads as it is) with one warning line each.
+CBT_CLUSTER_KEYS_IGNORED = frozenset(
+    {
+        "user", "head", "clients", "osds", "mons", "mgrs", "mdss", "rgws", "osds_per_node",
+        "fs", "mkfs_opts", "mount_opts", "osd_ra", "rebuild_every_test", "tmp_dir", "archive_dir",
+        "tmp_conf", "ceph_keyring", "ceph-osd_cmd", "ceph-mon_cmd", "ceph-run_cmd",
+        "ceph-rgw_cmd", "ceph-mgr_cmd", "ceph-mds_cmd", "ceph-authtool_cmd", "rados_cmd",
+        "ceph_cmd", "rbd_cmd", "ceph-fuse_cmd", "pdsh_ssh_args", "osd_valgrind",
+        "mon_valgrind", "rgw_valgrind", "mgr_valgrind", "mds_valgrind", "newstore_block",
+        "rgw_pools", "rgw_rebuild", "mgr_modules", "is_teuthology", "stress_lib",
+        "ceph_cmd_prefix", "pool_profile", "client_endpoints", "cache_profiles",
+        "crush_profiles", "clusterid_prefix", "recovery_test", "version_compat",
+    }
+)
+# `cluster:` keys cephscope acts on.
+CLUSTER_KEYS_USED = frozenset(
+    {"use_existing", "iterations", "pool_profiles", "erasure_profiles", "conf_file", "clusterid"}
+)
+# Top-level keys.
+TOP_KEYS = frozenset(
+    {"cluster", "benchmarks", "pool_profiles", "erasure_profiles", "iterations", "ceph_config",
+     "restart", "name", "description"}
+)
+TOP_KEYS_CBT_IGNORED = frozenset({"monitoring_profiles", "client_endpoints"})
+
+# Benchmark parameters CBT knows but cephscope does not act on (warned, then dropped).
+CBT_BENCHMARK_KEYS_IGNORED = frozenset(
+    {
+        "cmd_path", "use_existing", "osd_ra", "valgrind", "pool_per_proc", "prefill_time",
+        "prefill_objects", "max_objects", "write_time", "read_time", "vol_object_size",
+        "client_ra", "log_avg_msec", "log_iops", "log_bw", "log_lat", "fio_out_format",
+        "ramp", "norandommap", "random_distribution", "procs_per_volume", "volumes_per_client",
+        "rate_iops", "use_existing_volumes", "no_sudo", "end_fill_percentage", "prefill",
+        "idle_monitor_sleep", "recov_test_type", "data_pool_profile", "rbdadd_mons",
+        "rbdadd_options", "direct", "poolname", "mode_args", "workloads", "client_endpoints",
+    }
+)
+# Parameter every benchmark accepts: the pool profile the step runs on (an axis if a list).
+COMMON_BENCHMARK_KEYS = frozenset({"pool_profile"})
+
+POOL_PROFILE_KEYS = frozenset(
+    {"replication", "pg_size", "pgp_size", "erasure_profile", "erasure_k", "erasure_m",
+     "ec_overwrites", "crush_profile", "cache_profile", "prefill_recovery_objects",
+     "prefill_recovery_object_size", "prefill_recovery_threads", "size"}
+)
+POOL_PROFILE_KEYS_IGNORED = frozenset(
+    {"crush_profile", "cache_profile", "prefill_recovery_objects",
+     "prefill_recovery_object_size", "prefill_recovery_threads"}
+)
+ERASURE_PROFILE_KEYS = frozenset({"erasure_k", "erasure_m", "erasure_plugin", "failure_domain",
+                                  "k", "m", "plugin"})
+RESTART_KEYS = frozenset({"method", "command", "rolling", "timeout"})
+RESTART_METHODS = ("devcluster", "systemd", "cephadm", "command")
+
+# Characters that mean something to a shell. Values never reach a shell (argv lists only), but a
+# value holding them is almost certainly a mistake or an injection attempt in a shared spec.
+SHELL_METACHARACTERS = frozenset(";&|$`<>(){}\\\n\r'\"*?!")
+
+SCALAR_TYPES = (bool, int, float, str)
+
+
+class SpecError(ValueError):
+    """The spec is invalid; the message lists every problem, one per line."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+@dataclass(frozen=True)
+class PoolProfile:
+    name: str
+    replication: int | None  # None for erasure
+    pg_num: int = 32
+    erasure_k: int | None = None
+    erasure_m: int | None = None
+    erasure_plugin: str = "jerasure"
+    failure_domain: str = "osd"
+    ec_overwrites: bool = False
+
+    @property
+    def is_erasure(self) -> bool:
+        return self.replication is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class RestartSpec:
+    method: str | None = None  # None = the default for how the cluster was given
+    command: tuple[str, ...] = ()
+    rolling: bool = False
+    timeout_seconds: float = 600.0
+
+
+@dataclass
+class Spec:
+    """A validated spec. `raw` is the plain data, `lines` maps key paths to YAML lines."""
+
+    path: Path
+    raw: dict[str, Any]
+    lines: dict[tuple[Any, ...], int]
+    iterations: int = 1
+    ceph_config: dict[str, Any] = field(default_factory=dict)
+    benchmarks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pool_profiles: dict[str, PoolProfile] = field(default_factory=dict)
+    restart: RestartSpec = field(default_factory=RestartSpec)
+    conf_file: str | None = None
+    cluster_name: str = "ceph"
+    warnings: list[str] = field(default_factory=list)
+
+    def line_of(self, path: tuple[Any, ...]) -> int | None:
+        # Fall back to the closest enclosing key that has a line.
+        while path:
+            if path in self.lines:
+                return self.lines[path]
+            path = path[:-1]
+        return None
+
+    def where(self, path: tuple[Any, ...]) -> str:
+        line = self.line_of(path)
+        return f"{self.path}:{line}" if line else str(self.path)
+
+    def resolved(self) -> dict[str, Any]:
+        """The spec as the runner understood it (for the results dir)."""
+        return {
+            "iterations": self.iterations,
+            "ceph_config": self.ceph_config,
+            "benchmarks": self.benchmarks,
+            "pool_profiles": {n: p.to_dict() for n, p in self.pool_profiles.items()},
+            "restart": {
+                "method": self.restart.method,
+                "command": list(self.restart.command),
+                "rolling": self.restart.rolling,
+                "timeout_seconds": self.restart.timeout_seconds,
+            },
+            "cluster_name": self.cluster_name,
+        }
+
+
+# --------------------------------------------------------------------------- YAML with lines
+
+
+def _plain(node: yaml.Node, path: tuple[Any, ...], lines: dict[tuple[Any, ...], int],
+           constructor: yaml.constructor.SafeConstructor, problems: list[str],
+           file_label: str) -> Any:
+    """Turn a composed YAML node into plain Python, recording each key path's line (1-based)."""
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        constructor.flatten_mapping(node)
+        result: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = constructor.construct_object(key_node, deep=True)
+            key_line = key_node.start_mark.line + 1
+            if not isinstance(key, str | int | float | bool):
+                problems.append(f"{file_label}:{key_line}: {_dotted(path) or '<top>'}: "
+                                f"key {key!r} must be a scalar")
+                continue
+            if key in result:
+                problems.append(f"{file_label}:{key_line}: {_dotted((*path, key))}: duplicate key")
+            lines[(*path, key)] = key_line
+            result[key] = _plain(value_node, (*path, key), lines, constructor, problems,
+                                 file_label)
+        return result
+    if isinstance(node, yaml.SequenceNode):
+        return [
+            _plain(item, (*path, i), lines, constructor, problems, file_label)
+            for i, item in enumerate(node.value)
+        ]
+    return constructor.construct_object(node, deep=True)
+
+
+def load_yaml_with_lines(text: str, file_label: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
+    """Parse YAML safely; return (data, {key path: line})."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{file_label}:{mark.line + 1}" if mark is not None else file_label
+        raise SpecError([f"{where}: not valid YAML: {exc}"]) from exc
+    if node is None:
+        raise SpecError([f"{file_label}: the spec is empty"])
+    lines: dict[tuple[Any, ...], int] = {}
+    problems: list[str] = []
+    constructor = yaml.constructor.SafeConstructor()
+    try:
+        data = _plain(node, (), lines, constructor, problems, file_label)
+    except yaml.YAMLError as exc:
+        raise SpecError([f"{file_label}: not valid YAML: {exc}"]) from exc
+    if problems:
+        raise SpecError(problems)
+    return data, lines
+
+
+def _dotted(path: tuple[Any, ...]) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int) and not isinstance(part, bool):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+# --------------------------------------------------------------------------- validation
+
+
+class _Checker:
+    def __init__(self, path: Path, lines: dict[tuple[Any, ...], int]) -> None:
+        self.path = path
+        self.lines = lines
+        self.problems: list[str] = []
+        self.warnings: list[str] = []
+
+    def _where(self, key_path: tuple[Any, ...]) -> str:
+        p = key_path
+        while p and p not in self.lines:
+            p = p[:-1]
+        line = self.lines.get(p)
+        return f"{self.path}:{line}" if line else str(self.path)
+
+    def error(self, key_path: tuple[Any, ...], value: Any, message: str) -> None:
+        self.problems.append(
+            f"{self._where(key_path)}: {_dotted(key_path)}: {value!r}: {message}"
+        )
+
+    def warn(self, key_path: tuple[Any, ...], message: str) -> None:
+        self.warnings.append(f"{self._where(key_path)}: {_dotted(key_path)}: {message}")
+
+    def mapping(self, key_path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.error(key_path, value, f"must be a mapping, not {type(value).__name__}")
+            return {}
+        return value
+
+    def shell_safe(self, key_path: tuple[Any, ...], value: Any) -> None:
+        """Reject any string anywhere below key_path that holds shell metacharacters."""
+        if isinstance(value, str):
+            bad = sorted({c for c in value if c in SHELL_METACHARACTERS})
+            if bad:
+                self.error(key_path, value,
+                           f"holds shell metacharacter(s) {''.join(bad)!r}; not allowed")
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                self.shell_safe((*key_path, k), k)
+                self.shell_safe((*key_path, k), v)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                self.shell_safe((*key_path, i), v)
+
+    def axis_values(self, key_path: tuple[Any, ...], value: Any,
+                    allowed: tuple[type, ...] = SCALAR_TYPES) -> list[Any] | None:
+        """A scalar or a non-empty list of scalars of the allowed types; None if invalid."""
+        values = value if isinstance(value, list) else [value]
+        if isinstance(value, list) and not value:
+            self.error(key_path, value, "empty list: a sweep axis needs at least one value")
+            return None
+        ok = True
+        for i, v in enumerate(values):
+            vp = (*key_path, i) if isinstance(value, list) else key_path
+            if not _type_ok(v, allowed):
+                names = "/".join(t.__name__ for t in allowed)
+                self.error(vp, v, f"wrong type {type(v).__name__}; expected {names}")
+                ok = False
+            elif isinstance(v, int | float) and not isinstance(v, bool) and v < 0:
+                self.error(vp, v, "must not be negative")
+                ok = False
+        if ok and isinstance(value, list) and len({_canon(v) for v in values}) != len(values):
+            self.error(key_path, value, "axis holds the same value twice")
+            ok = False
+        return values if ok else None
+
+
+def _canon(value: Any) -> str:
+    return f"{type(value).__name__}:{value!r}"
+
+
+def _type_ok(value: Any, allowed: tuple[type, ...]) -> bool:
+    if isinstance(value, bool):
+        return bool in allowed
+    if isinstance(value, int) and int not in allowed and float in allowed:
+        return True  # an int where a float is expected is fine
+    return isinstance(value, allowed)
+
+
+def _int(c: _Checker, key_path: tuple[Any, ...], value: Any, minimum: int) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        c.error(key_path, value, f"wrong type {type(value).__name__}; expected int")
+        return None
+    if value < minimum:
+        c.error(key_path, value, f"must be at least {minimum}")
+        return None
+    return value
+
+
+def load_spec(path: str | Path, text: str | None = None,
+              benchmarks: Mapping[str, Any] | None = None) -> Spec:
+    """Load and validate a spec file. Raises SpecError listing every problem found."""
+    path = Path(path)
+    if text is None:
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise SpecError([f"{path}: cannot read the spec: {exc.strerror}"]) from exc
+    data, lines = load_yaml_with_lines(text, str(path))
+    if benchmarks is None:
+        from cephscope.runner.benchmarks import BENCHMARKS
+
+        benchmarks = BENCHMARKS
+    return validate_spec(path, data, lines, benchmarks)
+
+
+def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
+                  benchmark_classes: Mapping[str, Any]) -> Spec:
+    c = _Checker(path, lines)
+    if not isinstance(data, dict):
+        raise SpecError([f"{path}:1: the spec must be a mapping at the top level"])
+    c.shell_safe((), data)
+
+    for key in data:
+        if key in TOP_KEYS:
+            continue
+        if key in TOP_KEYS_CBT_IGNORED:
+            c.warn((key,), "CBT section cephscope does not act on; ignored")
+        else:
+            c.error((key,), data[key], "unknown key (neither cephscope's nor CBT's)")
+
+    spec = Spec(path=path, raw=copy.deepcopy(data), lines=lines)
+
+    # cluster (CBT): mostly ignored, a few keys used.
+    cluster = c.mapping(("cluster",), data.get("cluster"))
+    for key, value in cluster.items():
+        kp = ("cluster", key)
+        if key in CBT_CLUSTER_KEYS_IGNORED:
+            c.warn(kp, "CBT cluster-building key; cephscope does not act on it "
+                       "(it uses the cluster it is pointed at)")
+        elif key not in CLUSTER_KEYS_USED:
+            c.error(kp, value, "unknown key (neither cephscope's nor CBT's)")
+    if "use_existing" in cluster:
+        ue = cluster["use_existing"]
+        if not isinstance(ue, bool):
+            c.error(("cluster", "use_existing"), ue, "wrong type; expected bool")
+        elif not ue:
+            c.warn(("cluster", "use_existing"),
+                   "False: cephscope never builds a cluster; using the cluster you are pointed at")
+    if "conf_file" in cluster:
+        if isinstance(cluster["conf_file"], str):
+            spec.conf_file = cluster["conf_file"]
+        else:
+            c.error(("cluster", "conf_file"), cluster["conf_file"], "wrong type; expected str")
+    if "clusterid" in cluster:
+        if isinstance(cluster["clusterid"], str) and cluster["clusterid"]:
+            spec.cluster_name = cluster["clusterid"]
+        else:
+            c.error(("cluster", "clusterid"), cluster["clusterid"],
+                    "wrong type; expected a non-empty str")
+
+    # iterations: top level or CBT's cluster.iterations
+    for kp, container in ((("iterations",), data), (("cluster", "iterations"), cluster)):
+        if "iterations" in container:
+            it = _int(c, kp, container["iterations"], 1)
+            if it is not None:
+                spec.iterations = it
+
+    # erasure profiles, then pool profiles (both top level or CBT's cluster.*)
+    erasure_profiles: dict[str, dict[str, Any]] = {}
+    for base in ((), ("cluster",)):
+        container = data if not base else cluster
+        eps = c.mapping((*base, "erasure_profiles"), container.get("erasure_profiles"))
+        for name, ep in eps.items():
+            kp = (*base, "erasure_profiles", name)
+            ep = c.mapping(kp, ep)
+            for key, value in ep.items():
+                if key not in ERASURE_PROFILE_KEYS:
+                    c.error((*kp, key), value, "unknown key in erasure profile")
+            erasure_profiles[str(name)] = {**ep, "_path": kp}
+    for base in ((), ("cluster",)):
+        container = data if not base else cluster
+        pps = c.mapping((*base, "pool_profiles"), container.get("pool_profiles"))
+        for name, pp in pps.items():
+            profile = _pool_profile(c, (*base, "pool_profiles", name), str(name), pp,
+                                    erasure_profiles)
+            if profile is not None:
+                spec.pool_profiles[profile.name] = profile
+
+    # ceph_config: option -> scalar or axis list
+    cc = c.mapping(("ceph_config",), data.get("ceph_config"))
+    for option, value in cc.items():
+        kp = ("ceph_config", option)
+        if not isinstance(option, str) or not option.replace("-", "_").replace(
+                "_", "a").isalnum():
+            c.error(kp, option, "not a ceph option name")
+            continue
+        values = c.axis_values(kp, value)
+        if values is not None:
+            spec.ceph_config[option.replace("-", "_")] = value
+
+    # restart
+    rs = c.mapping(("restart",), data.get("restart"))
+    spec.restart = _restart(c, rs)
+
+    # benchmarks
+    bms = c.mapping(("benchmarks",), data.get("benchmarks"))
+    if not bms and "benchmarks" not in data:
+        c.error(("benchmarks",), None, "missing: the spec needs at least one benchmark")
+    for bname, params in bms.items():
+        kp = ("benchmarks", bname)
+        cls = benchmark_classes.get(bname)
+        if cls is None:
+            known = ", ".join(sorted(benchmark_classes)) or "none registered"
+            c.error(kp, bname, f"unknown benchmark (known: {known})")
+            continue
+        params = c.mapping(kp, params)
+        kept: dict[str, Any] = {}
+        accepted: Mapping[str, tuple[type, ...]] = getattr(cls, "parameters", {})
+        for key, value in params.items():
+            pk = (*kp, key)
+            if key == "pool_profile":
+                names = c.axis_values(pk, value, (str,))
+                for i, n in enumerate(names or []):
+                    if n not in spec.pool_profiles:
+                        c.error((*pk, i) if isinstance(value, list) else pk, n,
+                                "no such pool profile (define it under pool_profiles)")
+                kept[key] = value
+            elif key in accepted:
+                if c.axis_values(pk, value, tuple(accepted[key])) is not None:
+                    kept[key] = value
+            elif key in CBT_BENCHMARK_KEYS_IGNORED:
+                c.warn(pk, f"CBT {bname} parameter cephscope does not act on; ignored")
+            else:
+                c.error(pk, value, f"unknown {bname} parameter")
+        spec.benchmarks[bname] = kept
+
+    spec.warnings = c.warnings
+    if c.problems:
+        raise SpecError(c.problems)
+
+    # Per-step checks by the benchmark classes, on every combination of their own axes.
+    from cephscope.runner.steps import expand_benchmark_params
+
+    for bname, params in spec.benchmarks.items():
+        cls = benchmark_classes[bname]
+        seen: set[str] = set()
+        for combo in expand_benchmark_params(params):
+            for problem in cls.validate(combo) or []:
+                if problem in seen:  # the same problem in every combination: said once
+                    continue
+                seen.add(problem)
+                shown = {k: v for k, v in combo.items() if isinstance(params.get(k), list)}
+                c.problems.append(f"{spec.where(('benchmarks', bname))}: benchmarks.{bname}"
+                                  f"{' ' + repr(shown) if shown else ''}: {problem}")
+    if c.problems:
+        raise SpecError(c.problems)
+    return spec
+
+
+def _pool_profile(c: _Checker, kp: tuple[Any, ...], name: str, pp: Any,
+                  erasure_profiles: dict[str, dict[str, Any]]) -> PoolProfile | None:
+    pp = c.mapping(kp, pp)
+    before = len(c.problems)
+    for key, value in pp.items():
+        if key not in POOL_PROFILE_KEYS:
+            c.error((*kp, key), value, "unknown key in pool profile")
+        elif key in POOL_PROFILE_KEYS_IGNORED:
+            c.warn((*kp, key), "CBT pool-profile key cephscope does not act on; ignored")
+    pg = pp.get("pg_size", pp.get("pgp_size", 32))
+    pg_num = _int(c, (*kp, "pg_size"), pg, 1)
+    replication = pp.get("replication", pp.get("size", None))
+    if replication is None:
+        c.error((*kp, "replication"), None, "missing: an integer size or 'erasure'")
+        return None
+    ec_overwrites = pp.get("ec_overwrites", False)
+    if not isinstance(ec_overwrites, bool):
+        c.error((*kp, "ec_overwrites"), ec_overwrites, "wrong type; expected bool")
+    if replication == "erasure":
+        k = pp.get("erasure_k")
+        m = pp.get("erasure_m")
+        plugin = "jerasure"
+        failure_domain = "osd"
+        ep_name = pp.get("erasure_profile")
+        if ep_name is not None:
+            ep = erasure_profiles.get(str(ep_name))
+            if ep is None:
+                c.error((*kp, "erasure_profile"), ep_name,
+                        "no such erasure profile (define it under erasure_profiles)")
+                return None
+            k = ep.get("erasure_k", ep.get("k", k))
+            m = ep.get("erasure_m", ep.get("m", m))
+            plugin = ep.get("erasure_plugin", ep.get("plugin", plugin))
+            failure_domain = ep.get("failure_domain", failure_domain)
+        k_ok = _int(c, (*kp, "erasure_k"), k, 1)
+        m_ok = _int(c, (*kp, "erasure_m"), m, 1)
+        if len(c.problems) > before or k_ok is None or m_ok is None or pg_num is None:
+            return None
+        return PoolProfile(name=name, replication=None, pg_num=pg_num, erasure_k=k_ok,
+                           erasure_m=m_ok, erasure_plugin=str(plugin),
+                           failure_domain=str(failure_domain), ec_overwrites=bool(ec_overwrites))
+    size = _int(c, (*kp, "replication"), replication, 1)
+    if len(c.problems) > before or size is None or pg_num is None:
+        return None
+    return PoolProfile(name=name, replication=size, pg_num=pg_num)
+
+
+def _restart(c: _Checker, rs: dict[str, Any]) -> RestartSpec:
+    for key, value in rs.items():
+        if key not in RESTART_KEYS:
+            c.error(("restart", key), value, "unknown key in restart")
+    method = rs.get("method")
+    if method is not None and method not in RESTART_METHODS:
+        c.error(("restart", "method"), method, f"unknown method (one of {RESTART_METHODS})")
+        method = None
+    command: tuple[str, ...] = ()
+    if "command" in rs:
+        cmd = rs["command"]
+        if not isinstance(cmd, list) or not cmd or not all(isinstance(a, str) for a in cmd):
+            c.error(("restart", "command"), cmd,
+                    "must be a non-empty argv list of strings (never a shell line)")
+        else:
+            command = tuple(cmd)
+            if not any("{id}" in a for a in cmd):
+                c.error(("restart", "command"), cmd, "must contain {id} in one of its elements")
+    if method == "command" and not command:
+        c.error(("restart", "method"), method, "method 'command' needs restart.command")
+    rolling = rs.get("rolling", False)
+    if not isinstance(rolling, bool):
+        c.error(("restart", "rolling"), rolling, "wrong type; expected bool")
+        rolling = False
+    timeout = rs.get("timeout", 600.0)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        c.error(("restart", "timeout"), timeout, "must be a positive number of seconds")
+        timeout = 600.0
+    return RestartSpec(method=method, command=command, rolling=rolling,
+                       timeout_seconds=float(timeout))

@@ -1,0 +1,631 @@
+"""Sweep orchestration: validate → plan → (dry run | run every step) → restore.
+
+Order of effects, so that a bad spec never touches the cluster:
+  1. the spec is loaded and validated (no cluster);
+  2. reads only: `ceph config help` for every ceph_config option (unknown option = error),
+     OSD list, running values of restart options (for ordering);
+  3. the run dir is created and the pre-sweep config recorded (config db + running values);
+  4. changes: pools, config per step, OSD restarts; always undone in `finally`
+     (also on Ctrl-C / SIGTERM).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cephscope.runner.annotations import GrafanaAnnotator
+from cephscope.runner.benchmarks.base import (
+    BenchContext,
+    Benchmark,
+    BenchmarkError,
+    ClusterAccess,
+    LiveSample,
+)
+from cephscope.runner.cephconfig import (
+    CephCli,
+    CephError,
+    ConfigManager,
+    ConfigSnapshot,
+    make_restart_method,
+)
+from cephscope.runner.phase_metrics import MetricsServer, PhaseMetrics
+from cephscope.runner.pools import PoolManager
+from cephscope.runner.results import ResultsError, RunDir, load_baseline
+from cephscope.runner.spec import Spec, SpecError, load_spec
+from cephscope.runner.steps import (
+    Step,
+    axis_labels,
+    count_restarts,
+    generate_steps,
+    order_steps,
+)
+from cephscope.runner.system_metrics import pull_step_window
+
+DEFAULT_CONF = "/etc/ceph/ceph.conf"
+DEFAULT_POOL = "cephscope-bench"
+# One parallel OSD restart plus active+clean, measured on the dev cluster (~9 s + a few s).
+RESTART_ESTIMATE_SECONDS = 15.0
+# Options Ceph flags `startup` that sweeps commonly touch; used by --dry-run when the cluster
+# cannot be asked (the real run always asks `ceph config help`).
+KNOWN_STARTUP_OPTIONS = frozenset({
+    "osd_op_num_shards", "osd_op_num_shards_hdd", "osd_op_num_shards_ssd",
+    "osd_op_num_threads_per_shard", "osd_op_num_threads_per_shard_hdd",
+    "osd_op_num_threads_per_shard_ssd", "osd_op_queue", "osd_op_queue_cut_off",
+    "osd_objectstore", "ms_async_op_threads", "bluestore_cache_size",
+})
+
+Log = Callable[[str], None]
+
+
+class SweepError(RuntimeError):
+    pass
+
+
+class Interrupted(BaseException):
+    """SIGTERM/SIGINT received: stop after restoring the cluster."""
+
+
+@dataclass
+class SweepOptions:
+    spec_path: Path | None = None
+    resume_dir: Path | None = None
+    results_dir: Path | None = None
+    dry_run: bool = False
+    conf: Path | None = None
+    devcluster_dir: Path | None = None
+    asok_dir: Path = Path("/var/run/ceph")
+    client_name: str = "client.admin"
+    keyring: Path | None = None
+    metrics_port: int | None = None
+    metrics_linger_seconds: float = 30.0
+    grafana_url: str | None = None
+    grafana_token: str | None = None
+    grafana_dashboard_uid: str | None = None
+    prometheus_url: str | None = None
+    prometheus_rate_window: str = "15s"
+    prometheus_lag_seconds: float = 10.0
+    baseline_dir: Path | None = None
+    keep_pools: bool = False
+    pool: str = DEFAULT_POOL
+    restart_method: str | None = None
+    rolling: bool | None = None
+    step_timeout_seconds: float | None = None
+    stop_on_failure: bool = False
+    tty: bool | None = None
+
+
+@dataclass
+class Plan:
+    spec: Spec
+    steps: list[Step]
+    restart_options: set[str]
+    current_restart_values: dict[str, Any] | None
+    estimated_seconds: float
+    restarts: int
+    notes: list[str] = field(default_factory=list)
+
+
+def benchmark_registry() -> Mapping[str, type[Benchmark]]:
+    module = importlib.import_module("cephscope.runner.benchmarks")
+    return getattr(module, "BENCHMARKS", {})
+
+
+def make_run_id(spec_path: Path) -> str:
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", spec_path.stem)[:40] or "sweep"
+    return f"{stem}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+
+
+class Sweep:
+    def __init__(self, opts: SweepOptions, log: Log | None = None,
+                 benchmarks: Mapping[str, type[Benchmark]] | None = None) -> None:
+        self.opts = opts
+        self.log: Log = log or (lambda m: print(m, flush=True))
+        self.benchmarks = benchmarks if benchmarks is not None else benchmark_registry()
+        self.devcluster: Any = None
+        self.cli: CephCli | None = None
+        self.config: ConfigManager | None = None
+        self.run_dir: RunDir | None = None
+        self.snapshot: ConfigSnapshot | None = None
+        self.pools: PoolManager | None = None
+        self.metrics: PhaseMetrics | None = None
+        self.server: MetricsServer | None = None
+        self.annotator: GrafanaAnnotator | None = None
+        self.failed: list[str] = []
+        self.touched_cluster = False
+
+    # ---- spec + cluster ------------------------------------------------------------------------
+
+    def load(self) -> tuple[Spec, str]:
+        if self.opts.resume_dir is not None:
+            path = self.opts.resume_dir / "spec.yaml"
+            if not (self.opts.resume_dir / "run.json").exists():
+                raise ResultsError(f"{self.opts.resume_dir} is not a cephscope run dir "
+                                   f"(no run.json)")
+        elif self.opts.spec_path is not None:
+            path = self.opts.spec_path
+        else:
+            raise SweepError("give a spec file or --resume RUN_DIR")
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise SpecError([f"{path}: cannot read the spec: {exc.strerror}"]) from exc
+        spec = load_spec(path, text=text, benchmarks=self.benchmarks)
+        return spec, text
+
+    def connect(self, spec: Spec) -> None:
+        """Set up how we reach the cluster (no command sent yet)."""
+        o = self.opts
+        if o.devcluster_dir is not None:
+            from cephscope.deploy.devcluster import DevCluster
+
+            self.devcluster = DevCluster(o.devcluster_dir)
+            conf = self.devcluster.conf_path
+            asok_of: Callable[[int], Path | None] = self.devcluster.osd_asok
+            method = o.restart_method or spec.restart.method or "devcluster"
+        else:
+            conf = o.conf or Path(spec.conf_file or DEFAULT_CONF)
+            cluster = spec.cluster_name
+
+            def asok_of(osd_id: int) -> Path | None:
+                return o.asok_dir / f"{cluster}-osd.{osd_id}.asok"
+
+            method = o.restart_method or spec.restart.method
+        if not Path(conf).exists():
+            raise SweepError(f"ceph conf {conf} does not exist (use --conf or --devcluster)")
+        self.cli = CephCli(conf, client_name=o.client_name, keyring_path=o.keyring)
+        restart = (make_restart_method(method, self.cli, self.devcluster, spec.restart.command)
+                   if method else None)
+        rolling = spec.restart.rolling if o.rolling is None else o.rolling
+        self.config = ConfigManager(self.cli, restart, asok_of, rolling=rolling,
+                                    timeout_seconds=spec.restart.timeout_seconds, log=self.log)
+
+    def plan(self, spec: Spec, steps: list[Step] | None = None, *,
+             cluster_optional: bool = False) -> Plan:
+        """Reads only. Unknown ceph options are a spec error naming the line."""
+        assert self.config is not None
+        notes: list[str] = []
+        options = sorted(spec.ceph_config)
+        restart_options: set[str] = set()
+        current: dict[str, Any] | None = None
+        try:
+            unknown = self.config.unknown_options(options)
+            if unknown:
+                raise SpecError([
+                    f"{spec.where(('ceph_config', o))}: ceph_config.{o}: "
+                    f"{spec.ceph_config[o]!r}: unknown ceph option (`ceph config help {o}` "
+                    f"does not know it)" for o in unknown])
+            restart_options = {o for o in options if self.config.needs_restart(o)}
+            if restart_options:
+                running = self.config.running_values(sorted(restart_options))
+                # the current value if all OSDs agree (else: none is "current")
+                current = {o: next(iter(v.values())) for o, v in running.items()
+                           if len(set(v.values())) == 1}
+        except CephError as exc:
+            if not cluster_optional:
+                raise
+            notes.append(f"cluster not reachable ({exc}); restart options assumed from the "
+                         f"built-in list")
+            restart_options = {o for o in options if o in KNOWN_STARTUP_OPTIONS}
+        if steps is None:
+            steps = order_steps(generate_steps(spec), restart_options, current)
+        restarts = count_restarts(steps, restart_options, current)
+        bench_seconds = sum(self.benchmarks[s.benchmark].estimated_seconds(
+            {**s.params, **({"pool_profile": s.pool_profile} if s.pool_profile else {})})
+            for s in steps)
+        estimated = bench_seconds + restarts * RESTART_ESTIMATE_SECONDS
+        return Plan(spec, steps, restart_options, current, estimated, restarts, notes)
+
+    # ---- dry run -------------------------------------------------------------------------------
+
+    def print_plan(self, plan: Plan) -> None:
+        for note in plan.notes:
+            self.log(f"note: {note}")
+        labels = axis_labels(plan.steps)
+        self.log(f"{len(plan.steps)} steps, {plan.restarts} OSD restart(s) "
+                 f"(restart options: {', '.join(sorted(plan.restart_options)) or 'none'}), "
+                 f"estimated {format_duration(plan.estimated_seconds)}")
+        for i, s in enumerate(plan.steps, 1):
+            params = " ".join(f"{labels[a]}={v}" for a, v in s.axes.items())
+            est = self.benchmarks[s.benchmark].estimated_seconds(s.params)
+            self.log(f"{i:4d}  {s.id}  {s.benchmark:<10} it={s.iteration}  {params}  "
+                     f"~{format_duration(est)}")
+
+    # ---- the run -------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        spec, spec_text = self.load()
+        for w in spec.warnings:
+            self.log(f"warning: {w}")
+        self.connect(spec)
+        if self.opts.dry_run:
+            self.print_plan(self.plan(spec, cluster_optional=True))
+            return 0
+        resume = self.opts.resume_dir is not None
+        if resume:
+            assert self.opts.resume_dir is not None
+            self.run_dir = RunDir(self.opts.resume_dir)
+            steps = self.run_dir.steps()
+            plan = self.plan(spec, steps)
+            run_id = self.run_dir.run_id
+            done = sum(1 for s in steps if self.run_dir.is_done(s))
+            self.log(f"resuming run {run_id}: {done}/{len(steps)} steps already done")
+        else:
+            assert self.opts.spec_path is not None
+            plan = self.plan(spec)
+            run_id = make_run_id(self.opts.spec_path)
+            path = self.opts.results_dir or Path("results") / run_id
+            self.run_dir = RunDir.create(
+                path, run_id, self.opts.spec_path, spec_text, spec.resolved(), plan.steps,
+                meta={"restart_options": sorted(plan.restart_options),
+                      "estimated_seconds": plan.estimated_seconds})
+            self.log(f"run {run_id}: {len(plan.steps)} steps, {plan.restarts} OSD restart(s), "
+                     f"estimated {format_duration(plan.estimated_seconds)}; results in {path}")
+        return self._execute(spec, plan, run_id)
+
+    def _execute(self, spec: Spec, plan: Plan, run_id: str) -> int:
+        assert self.run_dir is not None and self.config is not None and self.cli is not None
+        rd = self.run_dir
+        baseline = load_baseline(self.opts.baseline_dir) if self.opts.baseline_dir else {}
+        labels = axis_labels(plan.steps)
+        self.metrics = PhaseMetrics(run_id, str(spec.path), labels, list(spec.benchmarks),
+                                    len(plan.steps),
+                                    baseline_run=(rd_run_id(self.opts.baseline_dir)
+                                                  if self.opts.baseline_dir else None))
+        if self.opts.metrics_port is not None:
+            self.server = MetricsServer(self.metrics, self.opts.metrics_port)
+            self.server.start()
+            self.log(f"runner metrics on http://127.0.0.1:{self.server.port}/metrics")
+        if self.opts.grafana_url:
+            self.annotator = GrafanaAnnotator(self.opts.grafana_url, self.opts.grafana_token,
+                                              dashboard_uid=self.opts.grafana_dashboard_uid,
+                                              log=self.log)
+        interrupted = False
+        ran_steps = False
+        try:
+            with _signals_raise_interrupted():
+                saved = rd.read_pre_sweep_config()
+                if saved is not None:
+                    self.snapshot = ConfigSnapshot.from_dict(saved)
+                elif spec.ceph_config:
+                    self.snapshot = self.config.snapshot(spec.ceph_config)
+                    rd.write_pre_sweep_config(self.snapshot.to_dict())
+                state = rd.read_state()
+                self.pools = PoolManager(
+                    self.cli, log=self.log,
+                    created=list(state.get("created_pools", [])),
+                    erasure_profiles_created=list(state.get("created_erasure_profiles", [])),
+                    record=lambda p, e: rd.update_state(created_pools=p,
+                                                        created_erasure_profiles=e))
+                self.touched_cluster = True
+                ran_steps = True
+                self._run_steps(spec, plan, baseline)
+        except Interrupted:
+            interrupted = True
+            self.log("interrupted: restoring the cluster's pre-sweep state")
+        finally:
+            with _signals_deferred():
+                self._finish(plan)
+        if interrupted:
+            return 130
+        done = sum(1 for s in plan.steps if rd.is_done(s))
+        self.log(f"run {run_id}: {done}/{len(plan.steps)} steps done, "
+                 f"{len(self.failed)} failed; summary: {rd.path / 'summary.csv'}")
+        if ran_steps and self.server is not None and self.opts.metrics_linger_seconds > 0:
+            # Let Prometheus scrape the last end timestamp.
+            time.sleep(self.opts.metrics_linger_seconds)
+        return 1 if self.failed else 0
+
+    def _finish(self, plan: Plan) -> None:
+        assert self.run_dir is not None and self.config is not None
+        if self.metrics is not None:
+            self.metrics.end_step(time.time())
+        problems: list[str] = []
+        if self.touched_cluster and self.snapshot is not None:
+            problems += self.config.restore(self.snapshot)
+            if not problems:
+                self.log("restored the pre-sweep ceph config")
+        if self.touched_cluster and self.pools is not None and not self.opts.keep_pools:
+            problems += self.pools.remove_created()
+        for p in problems:
+            self.log(f"error: {p}")
+        if problems:
+            self.failed.append("restore")
+        with contextlib.suppress(OSError, ValueError):
+            self._pull_pending_system_metrics(plan.steps, final=True)
+        with contextlib.suppress(OSError, ValueError):
+            self.run_dir.write_summary(plan.steps)
+        if self.cli is not None:
+            self.cli.close()
+
+    def _run_steps(self, spec: Spec, plan: Plan, baseline: Mapping[str, Any]) -> None:
+        assert self.run_dir is not None and self.metrics is not None
+        rd = self.run_dir
+        todo = [s for s in plan.steps if not rd.is_done(s)]
+        progress = Progress(plan.steps, todo, self.benchmarks, tty=self.opts.tty, log=self.log)
+        with progress:
+            for step in plan.steps:
+                if rd.is_done(step):
+                    continue
+                progress.start(step)
+                error = self._run_one(spec, step, baseline.get(step.id), progress)
+                done = sum(1 for s in plan.steps if rd.is_done(s))
+                self.metrics.set_progress(done, len(self.failed))
+                progress.finish(step, rd.step_result(step), error)
+                with contextlib.suppress(OSError, ValueError):
+                    rd.write_summary(plan.steps)
+                self._pull_pending_system_metrics(plan.steps, final=False)
+                if error and self.opts.stop_on_failure:
+                    break
+
+    def _pool_for(self, spec: Spec, step: Step) -> str:
+        assert self.pools is not None
+        application = "rbd" if step.benchmark == "librbdfio" else "rados"
+        assert self.config is not None
+        before = len(self.pools.created)
+        if step.pool_profile:
+            name = self.pools.ensure(spec.pool_profiles[step.pool_profile], application)
+        else:
+            name = self.pools.ensure_named(self.opts.pool, application)
+        if len(self.pools.created) != before:
+            self.config.wait_pgs_active_clean()  # a new pool's PGs must be clean first
+        return name
+
+    def _run_one(self, spec: Spec, step: Step, baseline: Mapping[str, Any] | None,
+                 progress: Progress) -> str | None:
+        """Run one step; return None when done, else the error (recorded in the step dir)."""
+        assert self.run_dir is not None and self.config is not None and self.cli is not None
+        assert self.metrics is not None
+        rd = self.run_dir
+        ts: dict[str, Any] = {}
+        bench: Benchmark | None = None
+        ctx: BenchContext | None = None
+        try:
+            step_dir = rd.begin_step(step)
+            pool = self._pool_for(spec, step)
+            ts["config_start"] = time.time()
+            report = self.config.apply(step.ceph_config)
+            ts["config_applied"] = time.time()
+            ts["config"] = report.to_dict()
+            cls = self.benchmarks[step.benchmark]
+            params = dict(step.params)
+            bench = cls(params)
+            ctx = BenchContext(
+                cluster=ClusterAccess(self.cli.conf_path, self.cli.client_name,
+                                      self.cli.keyring_path),
+                pool=pool, step_dir=step_dir, run_id=rd.run_id, step_id=step.id,
+                report_progress=self._live(progress),
+                env={**os.environ, "CEPH_CONF": str(self.cli.conf_path)},
+                timeout_seconds=self.opts.step_timeout_seconds
+                or max(600.0, 3 * cls.estimated_seconds(params)))
+            bench.prepare(ctx)
+            ts["started"] = time.time()
+            ts["dead_time_seconds"] = ts["started"] - ts["config_start"]
+            self.metrics.start_step(step, ts["started"], ts["dead_time_seconds"], baseline)
+            rd.write_timestamps(step, ts)
+            results = []
+            modes: dict[str, dict[str, float]] = {}
+            for mode in bench.modes():
+                self.metrics.set_mode(mode)
+                modes[mode] = {"start": time.time()}
+                bench.run(mode, ctx)
+                modes[mode]["end"] = time.time()
+                results.append(bench.parse(mode, ctx).to_dict())
+            ts["ended"] = time.time()
+            ts["modes"] = modes
+            self.metrics.end_step(ts["ended"])
+            rd.write_timestamps(step, ts)
+            self._annotate(step, ts)
+            rd.finish_step(step, results, ts, report.verified)
+            return None
+        except (CephError, BenchmarkError, OSError, ValueError, KeyError) as exc:
+            if "started" in ts and "ended" not in ts:
+                ts["ended"] = time.time()
+                self.metrics.end_step(ts["ended"])
+            error = f"{type(exc).__name__}: {exc}"
+            self.log(f"step {step.id} failed: {error}")
+            rd.fail_step(step, error, ts)
+            self.failed.append(step.id)
+            return error
+        finally:
+            if bench is not None and ctx is not None:
+                try:
+                    bench.cleanup(ctx)
+                except Exception as exc:  # cleanup problems never hide the step's outcome
+                    self.log(f"step {step.id}: benchmark cleanup failed: {exc}")
+
+    def _live(self, progress: Progress) -> Callable[[str, LiveSample], None]:
+        metrics = self.metrics
+        assert metrics is not None
+
+        def report(mode: str, sample: LiveSample) -> None:
+            metrics.live_sample(mode, sample)
+            progress.live(mode, sample)
+
+        return report
+
+    def _annotate(self, step: Step, ts: Mapping[str, Any]) -> None:
+        if self.annotator is None or self.metrics is None:
+            return
+        labels = self.metrics.step_info_labels(step, "")
+        params = {k: v for k, v in labels.items()
+                  if k not in ("run", "step", "iteration", "benchmark", "mode") and v != ""}
+        tags = self.annotator.tags_for(self.metrics.run_id, step.id, step.benchmark, params)
+        text = (f"cephscope step {step.id} ({step.benchmark}, iteration {step.iteration}): "
+                f"{step.short_params()}")
+        self.annotator.annotate(ts["started"], ts["ended"], tags, text)
+
+    def _pull_pending_system_metrics(self, steps: list[Step], final: bool) -> None:
+        """Pull Prometheus data for finished steps once the scrape lag has passed."""
+        if not self.opts.prometheus_url or self.run_dir is None:
+            return
+        rd = self.run_dir
+        pending = []
+        for step in steps:
+            result = rd.step_result(step)
+            if result is None or (rd.step_dir(step) / "prometheus.json").exists():
+                continue
+            pending.append((step, result["timestamps"]))
+        if not pending:
+            return
+        if final:
+            wait = max(ts["ended"] + self.opts.prometheus_lag_seconds for _, ts in pending) \
+                - time.time()
+            if wait > 0:
+                time.sleep(wait)
+        for step, ts in pending:
+            if time.time() < ts["ended"] + self.opts.prometheus_lag_seconds:
+                continue
+            data = pull_step_window(self.opts.prometheus_url, ts["started"], ts["ended"],
+                                    self.opts.prometheus_rate_window)
+            rd.write_step_file(step, "prometheus.json", data)
+
+
+def rd_run_id(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return RunDir(path).run_id
+    except (ResultsError, KeyError):
+        return path.name
+
+
+def format_duration(seconds: float) -> str:
+    total = round(seconds)
+    h, rem = divmod(total, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+@contextlib.contextmanager
+def _signals_raise_interrupted() -> Iterator[None]:
+    """SIGTERM and SIGINT raise Interrupted in the main thread (so `finally` restores)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """While restoring: a second Ctrl-C/SIGTERM is reported, not obeyed (restore must finish)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        print("cephscope: restoring the cluster, please wait", file=sys.stderr, flush=True)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+class Progress:
+    """rich progress bar + table of finished steps on a TTY; plain lines otherwise."""
+
+    def __init__(self, steps: list[Step], todo: list[Step],
+                 benchmarks: Mapping[str, type[Benchmark]], tty: bool | None, log: Log) -> None:
+        self.steps = steps
+        self.todo = todo
+        self.benchmarks = benchmarks
+        self.tty = sys.stdout.isatty() if tty is None else tty
+        self.log = log
+        self.index = {s.id: i for i, s in enumerate(steps, 1)}
+        self.finished_rows: list[tuple[str, ...]] = []
+        self._progress: Any = None
+        self._task: Any = None
+        self._last_live = 0.0
+
+    def _estimate(self, step: Step) -> float:
+        return max(1.0, self.benchmarks[step.benchmark].estimated_seconds(step.params))
+
+    def __enter__(self) -> Progress:
+        if self.tty:
+            from rich.progress import (
+                BarColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+            from rich.progress import Progress as RichProgress
+
+            self._progress = RichProgress(
+                TextColumn("[bold]{task.fields[label]}"), BarColumn(),
+                TextColumn("{task.fields[params]}"), TimeElapsedColumn(), TimeRemainingColumn())
+            self._progress.start()
+            total = sum(self._estimate(s) for s in self.todo)
+            self._task = self._progress.add_task("sweep", total=total, label="", params="")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            if self.finished_rows:
+                from rich.console import Console
+                from rich.table import Table
+
+                table = Table(title="finished steps")
+                for col in ("#", "step", "params", "mode", "IOPS", "MB/s", "lat avg ms",
+                            "status"):
+                    table.add_column(col)
+                for row in self.finished_rows:
+                    table.add_row(*row)
+                Console().print(table)
+
+    def start(self, step: Step) -> None:
+        label = f"step {self.index[step.id]}/{len(self.steps)} {step.id}"
+        if self._progress is not None:
+            self._progress.update(self._task, label=label, params=step.short_params())
+        else:
+            self.log(f"{label} {step.benchmark} {step.short_params()}: starting")
+
+    def live(self, mode: str, sample: LiveSample) -> None:
+        if self._progress is None or sample.ops_per_second is None:
+            return
+        now = time.monotonic()
+        if now - self._last_live >= 1.0:
+            self._last_live = now
+            self._progress.update(self._task, params=f"{mode} {sample.ops_per_second:.0f} op/s")
+
+    def finish(self, step: Step, result: Mapping[str, Any] | None, error: str | None) -> None:
+        n = str(self.index[step.id])
+        rows = []
+        for r in (result or {}).get("results", []):
+            lat = r.get("latency_avg_seconds")
+            rows.append((n, step.id, step.short_params(), str(r.get("mode")),
+                         f"{r.get('iops', 0):.0f}",
+                         f"{(r.get('bandwidth_bytes_per_second') or 0) / 1e6:.1f}",
+                         f"{lat * 1000:.2f}" if lat is not None else "-", "done"))
+        if error:
+            rows.append((n, step.id, step.short_params(), "-", "-", "-", "-",
+                         f"FAILED: {error[:60]}"))
+        self.finished_rows += rows
+        if self._progress is not None:
+            self._progress.advance(self._task, self._estimate(step))
+        else:
+            for row in rows:
+                self.log(f"step {row[0]}/{len(self.steps)} {row[1]} {row[2]} mode={row[3]} "
+                         f"iops={row[4]} MB/s={row[5]} lat_avg_ms={row[6]} {row[7]}")

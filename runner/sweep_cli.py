@@ -1,0 +1,106 @@
+"""`cephscope sweep SPEC.yaml`: run a CBT-style parametric sweep (see docs/runner.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from cephscope.runner.annotations import TOKEN_ENV
+from cephscope.runner.cephconfig import CephError
+from cephscope.runner.results import ResultsError
+from cephscope.runner.spec import RESTART_METHODS, SpecError
+from cephscope.runner.sweep import DEFAULT_POOL, Sweep, SweepError, SweepOptions
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", nargs="?", type=Path, help="sweep spec (YAML, CBT-compatible)")
+    parser.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                        help="finish an interrupted run: completed steps are kept, not redone")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list the steps and the estimated duration; change nothing")
+    parser.add_argument("--results-dir", type=Path,
+                        help="directory of this run (default ./results/<run-id>)")
+    cluster = parser.add_argument_group("cluster")
+    cluster.add_argument("--conf", type=Path,
+                         help="ceph.conf (default: the spec's cluster.conf_file, else "
+                              "/etc/ceph/ceph.conf)")
+    cluster.add_argument("--devcluster", type=Path, metavar="STATE_DIR",
+                         help="use the dev cluster in STATE_DIR (conf, restarts, admin sockets)")
+    cluster.add_argument("--asok-dir", type=Path, default=Path("/var/run/ceph"),
+                         help="admin sockets for verifying config on this host "
+                              "(default /var/run/ceph)")
+    cluster.add_argument("--client-name", default="client.admin")
+    cluster.add_argument("--keyring", type=Path)
+    cluster.add_argument("--restart-method", choices=RESTART_METHODS,
+                         help="how to restart OSDs (overrides the spec's restart.method)")
+    roll = cluster.add_mutually_exclusive_group()
+    roll.add_argument("--rolling", dest="rolling", action="store_true", default=None,
+                      help="restart OSDs one at a time (default: all in parallel)")
+    roll.add_argument("--parallel", dest="rolling", action="store_false",
+                      help="restart all OSDs at once (the default)")
+    cluster.add_argument("--pool", default=DEFAULT_POOL,
+                         help="pool for steps without a pool_profile (created if missing)")
+    cluster.add_argument("--keep-pools", action="store_true",
+                         help="keep the pools this run created")
+    obs = parser.add_argument_group("observability")
+    obs.add_argument("--metrics-port", type=int,
+                     help="serve the runner's /metrics on 127.0.0.1:PORT (phase tagging)")
+    obs.add_argument("--metrics-linger", type=float, default=30.0, metavar="SECONDS",
+                     help="keep /metrics up this long after the last step so Prometheus scrapes "
+                          "the end (default 30 = 2 x a 15 s scrape interval)")
+    obs.add_argument("--prometheus-url",
+                     help="pull system metrics of every step window into the results dir")
+    obs.add_argument("--prometheus-rate-window", default="15s",
+                     help="rate() window for those queries (default 15s)")
+    obs.add_argument("--grafana-url", help="write a region annotation per step")
+    obs.add_argument("--grafana-token",
+                     help=f"Grafana API token (default: ${TOKEN_ENV})")
+    obs.add_argument("--grafana-dashboard-uid",
+                     help="attach annotations to this dashboard (default: organisation-wide)")
+    obs.add_argument("--baseline", type=Path, metavar="RUN_DIR",
+                     help="publish this earlier run's per-step results as baseline metrics")
+    parser.add_argument("--step-timeout", type=float, metavar="SECONDS",
+                        help="kill a step's benchmark after this long (default: 3 x estimate, "
+                             "at least 600 s)")
+    parser.add_argument("--stop-on-failure", action="store_true",
+                        help="stop at the first failed step (default: continue, exit 1)")
+
+
+def options_from_args(args: argparse.Namespace) -> SweepOptions:
+    return SweepOptions(
+        spec_path=args.spec, resume_dir=args.resume, results_dir=args.results_dir,
+        dry_run=args.dry_run, conf=args.conf, devcluster_dir=args.devcluster,
+        asok_dir=args.asok_dir, client_name=args.client_name, keyring=args.keyring,
+        metrics_port=args.metrics_port, metrics_linger_seconds=args.metrics_linger,
+        grafana_url=args.grafana_url,
+        grafana_token=args.grafana_token or os.environ.get(TOKEN_ENV),
+        grafana_dashboard_uid=args.grafana_dashboard_uid,
+        prometheus_url=args.prometheus_url, prometheus_rate_window=args.prometheus_rate_window,
+        baseline_dir=args.baseline, keep_pools=args.keep_pools, pool=args.pool,
+        restart_method=args.restart_method, rolling=args.rolling,
+        step_timeout_seconds=args.step_timeout, stop_on_failure=args.stop_on_failure,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if (args.spec is None) == (args.resume is None):
+        print("cephscope sweep: give either SPEC or --resume RUN_DIR", file=sys.stderr)
+        return 2
+    if args.baseline is not None and not (args.baseline / "run.json").exists():
+        print(f"cephscope sweep: --baseline {args.baseline}: not a run dir (no run.json)",
+              file=sys.stderr)
+        return 2
+    sweep = Sweep(options_from_args(args))
+    try:
+        return sweep.run()
+    except SpecError as exc:
+        print("cephscope sweep: invalid spec (nothing was changed on the cluster):",
+              file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 2
+    except (SweepError, ResultsError, CephError, OSError) as exc:
+        print(f"cephscope sweep: {exc}", file=sys.stderr)
+        return 1

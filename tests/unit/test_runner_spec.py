@@ -1,0 +1,193 @@
+"""Spec loading and validation: every bad-spec case names key, value and line."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from runner_fakes import BENCHES
+
+from cephscope.runner.spec import SpecError, load_spec
+
+GOOD = """\
+cluster:
+  use_existing: true
+iterations: 1
+ceph_config:
+  osd_op_num_shards: [2, 4]
+benchmarks:
+  radosbench:
+    op_size: [4096, 65536]
+    time: 5
+    write_only: true
+"""
+
+
+def load(text: str):
+    return load_spec(Path("sweep.yaml"), text=textwrap.dedent(text), benchmarks=BENCHES)
+
+
+def errors(text: str) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        load(text)
+    return info.value.problems
+
+
+def test_good_spec_loads_with_axes():
+    spec = load(GOOD)
+    assert spec.ceph_config == {"osd_op_num_shards": [2, 4]}
+    assert spec.benchmarks["radosbench"]["op_size"] == [4096, 65536]
+    assert spec.warnings == []
+
+
+def test_unknown_top_level_key_names_key_value_line():
+    problems = errors(GOOD + "colour: blue\n")
+    assert problems == ["sweep.yaml:11: colour: 'blue': unknown key (neither cephscope's nor CBT's)"]
+
+
+def test_unknown_benchmark_parameter():
+    problems = errors(GOOD.replace("    time: 5\n", "    time: 5\n    blocksize: 4096\n"))
+    assert len(problems) == 1
+    assert problems[0].startswith("sweep.yaml:10: benchmarks.radosbench.blocksize: 4096:")
+    assert "unknown radosbench parameter" in problems[0]
+
+
+def test_wrong_type_in_axis_points_at_the_element_line():
+    text = GOOD.replace("op_size: [4096, 65536]", "op_size:\n      - 4096\n      - big")
+    problems = errors(text)
+    assert len(problems) == 1
+    assert problems[0].startswith("sweep.yaml:10: benchmarks.radosbench.op_size[1]: 'big':")
+    assert "wrong type str; expected int" in problems[0]
+
+
+def test_bool_is_not_an_int():
+    problems = errors(GOOD.replace("time: 5", "time: true"))
+    assert "benchmarks.radosbench.time: True: wrong type bool" in problems[0]
+
+
+def test_empty_axis():
+    problems = errors(GOOD.replace("osd_op_num_shards: [2, 4]", "osd_op_num_shards: []"))
+    assert problems == ["sweep.yaml:5: ceph_config.osd_op_num_shards: []: "
+                        "empty list: a sweep axis needs at least one value"]
+
+
+def test_negative_time():
+    problems = errors(GOOD.replace("time: 5", "time: -5"))
+    assert problems == ["sweep.yaml:9: benchmarks.radosbench.time: -5: must not be negative"]
+
+
+@pytest.mark.parametrize("value", ["seq; rm -rf /", "$(reboot)", "`id`", "a|b", "x > /etc/y"])
+def test_shell_metacharacters_rejected(value: str):
+    text = GOOD.replace("write_only: true", f"write_only: true\n    readmode: {value!r}")
+    problems = errors(text)
+    assert any(p.startswith("sweep.yaml:11: benchmarks.radosbench.readmode:")
+               and "shell metacharacter" in p and repr(value) in p for p in problems), problems
+
+
+def test_shell_metacharacters_in_ceph_config_value():
+    text = GOOD.replace("osd_op_num_shards: [2, 4]", "osd_op_num_shards: [2, '4;reboot']")
+    problems = errors(text)
+    assert any("ceph_config.osd_op_num_shards[1]: '4;reboot': holds shell metacharacter"
+               in p and p.startswith("sweep.yaml:5:") for p in problems), problems
+
+
+def test_benchmark_validate_is_called_per_combination():
+    text = GOOD.replace("write_only: true", "write_only: true\n    readmode: [seq, sideways]")
+    problems = errors(text)
+    assert len(problems) == 1
+    assert "readmode must be seq or rand, got 'sideways'" in problems[0]
+    assert problems[0].startswith("sweep.yaml:7: benchmarks.radosbench")
+
+
+def test_unknown_benchmark():
+    problems = errors(GOOD.replace("radosbench:", "cosbench:"))
+    assert problems[0].startswith("sweep.yaml:7: benchmarks.cosbench: 'cosbench': "
+                                  "unknown benchmark")
+
+
+def test_cbt_file_accepted_with_one_warning_per_ignored_key():
+    cbt = """\
+    cluster:
+      user: 'cbt'
+      head: "head"
+      clients: ["client1"]
+      osds: ["osd1"]
+      mons:
+        mon1:
+          a: "127.0.0.1:6789"
+      fs: 'xfs'
+      mkfs_opts: '-f -i size=2048'
+      mount_opts: '-o inode64,noatime,logbsize=256k'
+      conf_file: '/etc/ceph/ceph.conf'
+      iterations: 2
+      use_existing: False
+      rebuild_every_test: False
+      clusterid: "ceph"
+      tmp_dir: "/tmp/cbt"
+      pool_profiles:
+        rbd:
+          pg_size: 64
+          pgp_size: 64
+          replication: 3
+        ec21:
+          pg_size: 32
+          replication: 'erasure'
+          erasure_profile: 'ec21'
+      erasure_profiles:
+        ec21:
+          erasure_k: 2
+          erasure_m: 1
+    benchmarks:
+      radosbench:
+        op_size: [4194304, 4096]
+        write_only: False
+        time: 300
+        concurrent_ops: [128]
+        concurrent_procs: 1
+        osd_ra: [4096]
+        pool_profile: [rbd, ec21]
+    """
+    spec = load(cbt)
+    assert spec.iterations == 2
+    assert spec.conf_file == "/etc/ceph/ceph.conf"
+    assert spec.pool_profiles["rbd"].replication == 3
+    ec = spec.pool_profiles["ec21"]
+    assert (ec.is_erasure, ec.erasure_k, ec.erasure_m, ec.pg_num) == (True, 2, 1, 32)
+    ignored = ["user", "head", "clients", "osds", "mons", "fs", "mkfs_opts", "mount_opts",
+               "rebuild_every_test", "tmp_dir"]
+    for key in ignored:
+        assert sum(f"cluster.{key}:" in w for w in spec.warnings) == 1, key
+    assert any("cluster.use_existing" in w and "using the cluster you are pointed at" in w
+               for w in spec.warnings)
+    assert any("benchmarks.radosbench.osd_ra" in w for w in spec.warnings)
+    assert "osd_ra" not in spec.benchmarks["radosbench"]
+    assert len(spec.warnings) == len(ignored) + 2
+
+
+def test_pool_profile_reference_must_exist():
+    text = GOOD.replace("write_only: true", "write_only: true\n    pool_profile: nope")
+    problems = errors(text)
+    assert problems[0].startswith("sweep.yaml:11: benchmarks.radosbench.pool_profile: 'nope':")
+
+
+def test_restart_command_must_be_argv_with_id():
+    text = GOOD + "restart:\n  method: command\n  command: 'ssh host systemctl restart osd'\n"
+    problems = errors(text)
+    assert any(p.startswith("sweep.yaml:13: restart.command:") and "argv list" in p
+               for p in problems), problems
+
+
+def test_every_problem_reported_at_once():
+    text = GOOD.replace("time: 5", "time: -1").replace("[2, 4]", "[]") + "bogus: 1\n"
+    assert len(errors(text)) == 3
+
+
+def test_invalid_yaml_names_line():
+    problems = errors("benchmarks:\n  radosbench: {op_size: [1, 2}\n")
+    assert problems[0].startswith("sweep.yaml:2: not valid YAML")
+
+
+def test_duplicate_axis_value():
+    problems = errors(GOOD.replace("[4096, 65536]", "[4096, 4096]"))
+    assert "axis holds the same value twice" in problems[0]
