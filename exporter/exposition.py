@@ -36,6 +36,8 @@ def render_labels(labels: Mapping[str, str] | None) -> str:
 def format_value(value: float) -> str:
     if type(value) is int:
         return str(value)
+    if type(value) is bool:
+        return "1" if value else "0"
     if value != value:  # NaN
         return "NaN"
     if math.isinf(value):
@@ -60,7 +62,9 @@ class MetricFamily:
         self.name = name
         self.type = mtype
         self.help = help_text
-        self.samples: list[tuple[str, str, float]] = []
+        # (sample name, rendered labels, value); labels None: the name is a whole line
+        # prefix from :func:`line_prefix` (see :meth:`add_line`).
+        self.samples: list[tuple[str, str | None, float]] = []
 
     def add(self, value: float, labels: Mapping[str, str] | None = None, suffix: str = "") -> None:
         self.samples.append((self.name + suffix, render_labels(labels), value))
@@ -68,6 +72,12 @@ class MetricFamily:
     def add_rendered(self, label_text: str, value: float, suffix: str = "") -> None:
         """Fast path: ``label_text`` is already ``k="v",...`` (see :func:`render_labels`)."""
         self.samples.append((self.name + suffix, label_text, value))
+
+
+    def add_line(self, prefix: str, value: float) -> None:
+        """Fastest path: ``prefix`` is :func:`line_prefix` of the sample, cached by the
+        collector (e.g. per daemon and counter) so a scrape only formats the value."""
+        self.samples.append((prefix, None, value))
 
 
 class MetricSink:
@@ -110,22 +120,41 @@ class MetricSink:
 
 
 def render(families: Iterable[MetricFamily]) -> bytes:
-    """Text exposition of the families; families without samples are left out."""
-    parts: list[str] = []
-    append = parts.append
+    """Text exposition of the families; families without samples are left out.
+
+    Families with the same name (one per daemon) are written as one group under one
+    HELP/TYPE header, in order of first appearance; a later family whose type disagrees
+    with the first (daemons of mixed versions) is dropped.
+    """
+    groups: dict[str, list[MetricFamily]] = {}
     for fam in families:
         if not fam.samples:
             continue
-        append(f"# HELP {fam.name} {_escape_help(fam.help)}\n# TYPE {fam.name} {fam.type}\n")
-        for sample_name, label_text, value in fam.samples:
-            if type(value) is int:
-                text = str(value)
-            elif value == value and value not in (math.inf, -math.inf):
+        group = groups.get(fam.name)
+        if group is None:
+            groups[fam.name] = [fam]
+        elif group[0].type == fam.type:
+            group.append(fam)
+    parts: list[str] = []
+    append = parts.append
+    for name, group in groups.items():
+        first = group[0]
+        append(f"# HELP {name} {_escape_help(first.help)}\n# TYPE {name} {first.type}\n")
+        for fam in group:
+            for sample_name, label_text, value in fam.samples:
+                # repr is right for int and finite float; "inf", "nan", "True" are not.
                 text = repr(value)
-            else:
-                text = format_value(value)
-            if label_text:
-                append(f"{sample_name}{{{label_text}}} {text}\n")
-            else:
-                append(f"{sample_name} {text}\n")
+                if not text[-1].isdigit():
+                    text = format_value(value)
+                if label_text is None:  # add_line: sample_name is the whole line prefix
+                    append(f"{sample_name}{text}\n")
+                elif label_text:
+                    append(f"{sample_name}{{{label_text}}} {text}\n")
+                else:
+                    append(f"{sample_name} {text}\n")
     return "".join(parts).encode()
+
+
+def line_prefix(sample_name: str, label_text: str) -> str:
+    """``name{labels} `` for :meth:`MetricFamily.add_line` (cache it per daemon)."""
+    return f"{sample_name}{{{label_text}}} " if label_text else f"{sample_name} "

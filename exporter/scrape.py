@@ -152,7 +152,8 @@ class Scraper:
         all_futures = [*daemon_futures, *host_futures]
         concurrent.futures.wait(all_futures, timeout=max(deadline - time.monotonic(), 0))
 
-        merged = MetricSink()
+        # Per-daemon families are rendered as groups by name: no merged copies needed.
+        collected: list[MetricFamily] = []
         success: dict[str, bool] = {c.name: True for c in self.collectors}
         duration: dict[str, float] = {c.name: 0.0 for c in self.collectors}
         up_family = MetricFamily(
@@ -179,14 +180,14 @@ class Scraper:
                     duration[collector.name] = max(duration[collector.name], seconds)
         for name in sorted(outcomes):
             for sink in outcomes[name].sinks:
-                merged.extend(sink.families.values())
+                collected.extend(sink.families.values())
             up_family.add_rendered(
                 render_labels({"ceph_daemon": name}), 1 if outcomes[name].up else 0
             )
         for future, collector in host_futures.items():
             if future.done() and not future.cancelled() and future.exception() is None:
                 sink, ok, seconds = future.result()
-                merged.extend(sink.families.values())
+                collected.extend(sink.families.values())
                 success[collector.name] = ok
                 duration[collector.name] = seconds
             else:
@@ -218,7 +219,7 @@ class Scraper:
             1, {"version": __version__, "pythonversion": platform.python_version()}
         )
         return [
-            *merged.families.values(),
+            *collected,
             up_family,
             success_family,
             duration_family,

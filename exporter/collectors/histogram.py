@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
-from cephscope.exporter.exposition import MetricSink, format_value
+from cephscope.exporter.exposition import MetricFamily, MetricSink, format_value, line_prefix
 
 # op label -> (histogram counter in the "osd" collection, perf dump latency avg, bytes counter)
 OSD_OP_HISTOGRAMS: dict[str, tuple[str, str, str]] = {
@@ -97,6 +97,8 @@ class HistogramCollector(DaemonCollector):
         super().__init__(args)
         # Axis -> rendered le strings; axes are compile-time constants in the OSD.
         self._le_cache: dict[tuple[Axis, str], list[str]] = {}
+        # (daemon, metric, op, axis) -> bucket line prefixes, +Inf, _sum, _count prefixes.
+        self._prefix_cache: dict[tuple[str, str, str, Axis], tuple[list[str], str, str, str]] = {}
 
     def _les(self, axis: Axis, unit: str) -> list[str]:
         key = (axis, unit)
@@ -146,26 +148,60 @@ class HistogramCollector(DaemonCollector):
             lat_counts = [sum(row) for row in matrix]
             size_counts = [sum(col) for col in zip(*matrix, strict=True)]
             total = sum(lat_counts)
-            labels = f'{session.daemon_label},op="{op}"'
             latency_sum = perf_osd.get(latency_avg)
             lat_sum = latency_sum.get("sum", 0) if isinstance(latency_sum, dict) else 0
-            self._emit(lat_fam, labels, self._les(lat_axis, "ns"), lat_counts, total, lat_sum)
             size_sum = perf_osd.get(bytes_counter, 0)
             if not isinstance(size_sum, int | float):
                 size_sum = 0
-            self._emit(size_fam, labels, self._les(size_axis, "bytes"), size_counts, total,
-                       size_sum)
+            for fam, axis, unit, counts, total_sum in (
+                (lat_fam, lat_axis, "ns", lat_counts, lat_sum),
+                (size_fam, size_axis, "bytes", size_counts, size_sum),
+            ):
+                prefixes = self._prefixes(session, fam.name, op, axis, unit)
+                self._emit(fam, prefixes, counts, total, total_sum)
+
+    def forget_daemon(self, daemon_name: str) -> None:
+        for key in [k for k in self._prefix_cache if k[0] == daemon_name]:
+            self._prefix_cache.pop(key, None)
+
+    def _prefixes(
+        self, session: DaemonSession, metric: str, op: str, axis: Axis, unit: str
+    ) -> tuple[list[str], str, str, str]:
+        key = (session.daemon.name, metric, op, axis)
+        cached = self._prefix_cache.get(key)
+        if cached is None:
+            labels = f'{session.daemon_label},op="{op}"'
+            buckets = [
+                line_prefix(metric + "_bucket", f'{labels},le="{le}"')
+                for le in self._les(axis, unit)
+            ]
+            cached = (
+                buckets,
+                line_prefix(metric + "_bucket", f'{labels},le="+Inf"'),
+                line_prefix(metric + "_sum", labels),
+                line_prefix(metric + "_count", labels),
+            )
+            self._prefix_cache[key] = cached
+        return cached
 
     @staticmethod
     def _emit(
-        fam: Any, labels: str, les: list[str], counts: list[int], total: int, total_sum: float
+        fam: MetricFamily,
+        prefixes: tuple[list[str], str, str, str],
+        counts: list[int],
+        total: int,
+        total_sum: float,
     ) -> None:
-        running = cumulative(counts[:-1])  # the overflow bucket only counts towards +Inf
-        for le, value in zip(les, running, strict=True):
-            fam.add_rendered(f'{labels},le="{le}"', value, "_bucket")
-        fam.add_rendered(f'{labels},le="+Inf"', total, "_bucket")
-        fam.add_rendered(labels, total_sum, "_sum")
-        fam.add_rendered(labels, total, "_count")
+        buckets, inf_prefix, sum_prefix, count_prefix = prefixes
+        running = 0
+        add = fam.add_line
+        # The overflow bucket (last) only counts towards +Inf.
+        for prefix, count in zip(buckets, counts, strict=False):
+            running += count
+            add(prefix, running)
+        add(inf_prefix, total)
+        add(sum_prefix, total_sum)
+        add(count_prefix, total)
 
 
 COLLECTOR = HistogramCollector

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
-from cephscope.exporter.exposition import COUNTER, GAUGE, MetricSink
+from cephscope.exporter.exposition import COUNTER, GAUGE, MetricSink, line_prefix
 
 PERFCOUNTER_LONGRUNAVG = 0x4
 PERFCOUNTER_HISTOGRAM = 0x10
@@ -51,14 +51,56 @@ class _Counter:
     metric_type: str
     description: str
 
+    @property
+    def sum_family(self) -> tuple[str, str, str]:
+        return (self.metric + "_sum", self.metric_type, self.description + " Total")
+
+    @property
+    def count_family(self) -> tuple[str, str, str]:
+        return (self.metric + "_count", COUNTER, self.description + " Count")
+
+    @property
+    def value_family(self) -> tuple[str, str, str]:
+        return (self.metric, self.metric_type, self.description)
+
+
+_Family = tuple[str, str, str]
+_Entry = tuple[str, bool, _Family, str, _Family, str]
+
 
 @dataclass(frozen=True)
 class _Plan:
-    """What to emit for one daemon, derived from its schema."""
+    """What to emit for one daemon, derived from its schema, with the sample-line
+    prefixes (``name{ceph_daemon="osd.N"} ``) rendered once per daemon life."""
 
     pid: int | None
     shape: tuple[tuple[str, int], ...]
-    counters: tuple[_Counter, ...]
+    # (collection, [(counter, is_average, (family args, line prefix) for value or sum,
+    #                (family args, line prefix) for count)])
+    collections: tuple[tuple[str, tuple[_Entry, ...]], ...]
+
+
+def build_plan(
+    pid: int | None, shape: tuple[tuple[str, int], ...], counters: tuple[_Counter, ...],
+    label: str,
+) -> _Plan:
+    by_collection: dict[str, list[_Entry]] = {}
+    for c in counters:
+        if c.is_average:
+            first, second = c.sum_family, c.count_family
+        else:
+            first = second = c.value_family
+        by_collection.setdefault(c.collection, []).append(
+            (
+                c.counter,
+                c.is_average,
+                first,
+                line_prefix(first[0], label),
+                second,
+                line_prefix(second[0], label),
+            )
+        )
+    return _Plan(pid, shape, tuple((k, tuple(v)) for k, v in by_collection.items()))
 
 
 def dump_shape(dump: dict[str, Any]) -> tuple[tuple[str, int], ...]:
@@ -97,10 +139,11 @@ def plan_from_schema(schema: Any, priority: int) -> tuple[_Counter, ...]:
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int | float):
+    kind = type(value)
+    if kind is int or kind is float:
         return value
+    if kind is bool:
+        return int(value)
     return None
 
 
@@ -142,7 +185,7 @@ class PerfCollector(DaemonCollector):
         counters = plan_from_schema(session.command("perf schema"), self.priority)
         # The schema's pid: if the daemon restarted between dump and schema, the next
         # scrape's dump comes from that pid and its shape decides whether to refetch.
-        plan = _Plan(session.peer_pid, shape, counters)
+        plan = build_plan(session.peer_pid, shape, counters, session.daemon_label)
         self._plans[name] = plan
         return plan
 
@@ -151,31 +194,29 @@ class PerfCollector(DaemonCollector):
         if not isinstance(dump, dict):
             raise ValueError(f"{session.daemon.name}: perf dump is not an object")
         plan = self._plan(session, dump)
-        label = session.daemon_label
-        for c in plan.counters:
-            group = dump.get(c.collection)
+        family = sink.family
+        for collection, entries in plan.collections:
+            group = dump.get(collection)
             if not isinstance(group, dict):
                 continue
-            value = group.get(c.counter)
-            if value is None:
-                # Schema and dump from different daemon lives: emit what both know.
-                continue
-            if c.is_average:
-                if not isinstance(value, dict):
+            for counter, is_average, first, first_prefix, second, second_prefix in entries:
+                value = group.get(counter)
+                if value is None:
+                    # Schema and dump from different daemon lives: emit what both know.
                     continue
-                total = _number(value.get("sum"))
-                count = _number(value.get("avgcount"))
-                if total is None or count is None:
-                    continue
-                sink.family(c.metric + "_sum", c.metric_type, c.description + " Total") \
-                    .add_rendered(label, total)
-                sink.family(c.metric + "_count", COUNTER, c.description + " Count") \
-                    .add_rendered(label, count)
-            else:
-                number = _number(value)
-                if number is None:
-                    continue
-                sink.family(c.metric, c.metric_type, c.description).add_rendered(label, number)
+                if is_average:
+                    if type(value) is not dict:
+                        continue
+                    total = _number(value.get("sum"))
+                    count = _number(value.get("avgcount"))
+                    if total is None or count is None:
+                        continue
+                    family(*first).add_line(first_prefix, total)
+                    family(*second).add_line(second_prefix, count)
+                else:
+                    number = _number(value)
+                    if number is not None:
+                        family(*first).add_line(first_prefix, number)
 
 
 COLLECTOR = PerfCollector

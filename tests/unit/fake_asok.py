@@ -96,6 +96,7 @@ class FakeDaemon:
         self.responses = responses
         self.fault = fault
         self.requests: list[dict[str, object]] = []
+        self._compact: dict[str, bytes] = {}
         self._held: list[socket.socket] = []
         self._stop = threading.Event()
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -149,6 +150,14 @@ class FakeDaemon:
             return UNKNOWN_COMMAND % prefix.encode()
         if self.fault == "new_life" and name in ("perf_schema.json", "perf_dump.json"):
             return with_new_life_collection(payload, schema=name == "perf_schema.json")
+        if cmd.get("format") == "json" and payload[:1] in (b"{", b"["):
+            # Like Ceph: "json" is compact, the default (captured) is json-pretty.
+            compact = self._compact.get(name)
+            if compact is None:
+                compact = self._compact[name] = json.dumps(
+                    json.loads(payload), separators=(",", ":")
+                ).encode()
+            return compact
         return payload
 
     def _handle(self, conn: socket.socket) -> None:
