@@ -247,3 +247,31 @@ def test_through_fake_sockets_with_a_missing_process(tmp_path: Path) -> None:
     # osd.5 has no process under the proc root: its series are gone, the others' intact.
     assert not any('ceph_daemon="osd.5"' in k and "osd_thread" in k for k in samples)
     assert samples['cephscope_scrape_collector_success{collector="threads"}'] == 0
+
+
+def test_fallback_pid_is_kept_while_it_is_still_that_osd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cephscope.exporter.collectors import threads as threads_module
+
+    pids = osd_pids(AFTER)
+    root = tmp_path / "proc"
+    shutil.copytree(AFTER, root)
+    scans: list[str] = []
+    real_find = threads_module.find_osd_pid
+
+    def counting_find(proc_root: Any, osd_id: str) -> int:
+        scans.append(osd_id)
+        return real_find(proc_root, osd_id)
+
+    monkeypatch.setattr(threads_module, "find_osd_pid", counting_find)
+    collector = _collector(root)
+    for _ in range(3):  # the socket's pid is not visible: fallback to command lines
+        values = _collect(collector, _Session("osd.1", None))
+    assert scans == ["1"], "one scan, then the kept pid"
+    assert values['cephscope_osd_threads{ceph_daemon="osd.1"}'] > 10
+    # osd.1 went away (its pid is gone): scan again, and fail clearly.
+    shutil.rmtree(root / str(pids["1"]))
+    with pytest.raises(ValueError, match="no ceph-osd processes with --id 1"):
+        _collect(collector, _Session("osd.1", None))
+    assert scans == ["1", "1"]
