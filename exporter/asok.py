@@ -12,9 +12,11 @@ runner's ``config get`` verification share this client, and neither may change a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import selectors
 import socket
 import struct
 import time
@@ -63,6 +65,7 @@ READ_ONLY_COMMANDS: frozenset[str] = frozenset(
 )
 
 _LENGTH = struct.Struct(">I")
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
 class AsokError(Exception):
@@ -282,3 +285,180 @@ def discover_daemons(
             continue
         found.setdefault(daemon.name, daemon)
     return sorted(found.values())
+
+
+class _Exchange:
+    """One command on one socket, driven by :func:`fetch_concurrently`'s event loop."""
+
+    __slots__ = ("buf", "deadline", "expected", "out", "path", "peer_pid", "sock", "state")
+
+    def __init__(self, path: str, command: dict[str, Any], deadline: float) -> None:
+        self.path = path
+        self.deadline = deadline
+        self.out = json.dumps(command).encode() + b"\0"
+        self.buf = bytearray()
+        self.expected = -1  # payload length once the prefix is read
+        self.peer_pid: int | None = None
+        self.sock: socket.socket | None = None
+        self.state = "connect"
+
+
+def fetch_concurrently(
+    commands: dict[str, list[dict[str, Any]]],
+    *,
+    deadline: float,
+    call_timeout: float,
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+) -> dict[str, list[RawResponse | AsokError]]:
+    """Run lists of commands on many sockets at once, in this one thread.
+
+    ``commands`` maps a socket path to its commands, run one after the other on that
+    socket (an admin socket serves one connection at a time) while all sockets proceed in
+    parallel; a non-blocking event loop instead of a thread per socket, so that I/O waits
+    cost no GIL hand-offs. Each command gets ``call_timeout`` seconds, all end by
+    ``deadline`` (monotonic). After a socket's first failure its remaining commands get
+    the same error without being sent. Results come back in the order of the commands.
+    """
+    for path, cmds in commands.items():
+        for cmd in cmds:
+            if cmd.get("prefix") not in READ_ONLY_COMMANDS:
+                raise AsokNotAllowedError(
+                    path, f"command {cmd.get('prefix')!r} is not an allowed read-only command"
+                )
+    results: dict[str, list[RawResponse | AsokError]] = {path: [] for path in commands}
+    pending: dict[str, list[dict[str, Any]]] = {p: list(c) for p, c in commands.items() if c}
+    selector = selectors.DefaultSelector()
+    waiting_connect: list[_Exchange] = []
+
+    def start_next(path: str) -> None:
+        queue = pending.get(path)
+        if not queue:
+            pending.pop(path, None)
+            return
+        cmd = queue.pop(0)
+        now = time.monotonic()
+        ex = _Exchange(path, cmd, min(deadline, now + call_timeout))
+        connect(ex)
+
+    def finish(ex: _Exchange, outcome: RawResponse | AsokError) -> None:
+        if ex.sock is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                selector.unregister(ex.sock)
+            ex.sock.close()
+            ex.sock = None
+        results[ex.path].append(outcome)
+        if isinstance(outcome, AsokError):
+            # The socket is broken for this round: the rest fail without being sent.
+            for _ in pending.pop(ex.path, []):
+                results[ex.path].append(outcome)
+            return
+        start_next(ex.path)
+
+    def connect(ex: _Exchange) -> None:
+        if ex.sock is None:
+            ex.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            ex.sock.setblocking(False)
+        try:
+            ex.sock.connect(ex.path)
+        except (BlockingIOError, InterruptedError):
+            # Listen backlog full (a stuck daemon): retry until the call's deadline.
+            waiting_connect.append(ex)
+            return
+        except (FileNotFoundError, ConnectionRefusedError) as err:
+            finish(ex, AsokConnectError(ex.path, f"cannot connect: {err.strerror}"))
+            return
+        except OSError as err:
+            finish(ex, AsokConnectError(ex.path, f"cannot connect: {err}"))
+            return
+        with contextlib.suppress(OSError):
+            creds = ex.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+            ex.peer_pid = _PEERCRED.unpack(creds)[0]
+        ex.state = "send"
+        selector.register(ex.sock, selectors.EVENT_WRITE, ex)
+
+    def on_ready(ex: _Exchange) -> None:
+        sock = ex.sock
+        assert sock is not None
+        if ex.state == "send":
+            try:
+                sent = sock.send(ex.out)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as err:
+                finish(ex, AsokProtocolError(ex.path, f"send failed: {err}"))
+                return
+            ex.out = ex.out[sent:]
+            if not ex.out:
+                ex.state = "recv"
+                selector.modify(sock, selectors.EVENT_READ, ex)
+            return
+        want = 4 - len(ex.buf) if ex.expected < 0 else ex.expected - len(ex.buf)
+        try:
+            chunk = sock.recv(min(max(want, 1), 1 << 20))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as err:
+            finish(ex, AsokProtocolError(ex.path, f"read failed: {err}"))
+            return
+        if not chunk:
+            total = 4 if ex.expected < 0 else ex.expected
+            finish(ex, AsokProtocolError(
+                ex.path, f"connection closed after {len(ex.buf)} of {total} bytes"
+            ))
+            return
+        ex.buf += chunk
+        if ex.expected < 0 and len(ex.buf) >= 4:
+            (ex.expected,) = _LENGTH.unpack(ex.buf[:4])
+            del ex.buf[:4]
+            if ex.expected > max_response_bytes:
+                finish(ex, AsokProtocolError(
+                    ex.path,
+                    f"response length {ex.expected} exceeds the limit of "
+                    f"{max_response_bytes} bytes",
+                ))
+                return
+        if ex.expected >= 0 and len(ex.buf) >= ex.expected:
+            finish(ex, RawResponse(bytes(ex.buf[: ex.expected]), ex.peer_pid))
+
+    try:
+        for path in list(pending):
+            start_next(path)
+        while selector.get_map() or waiting_connect:
+            now = time.monotonic()
+            # Expire exchanges past their deadline.
+            for key in list(selector.get_map().values()):
+                ex = key.data
+                if now >= ex.deadline:
+                    finish(ex, AsokTimeoutError(ex.path, _timeout_text(ex)))
+            retry, waiting_connect[:] = list(waiting_connect), []
+            for ex in retry:
+                if now >= ex.deadline:
+                    finish(ex, AsokTimeoutError(ex.path, "timed out connecting"))
+                else:
+                    connect(ex)
+            if not selector.get_map():
+                if waiting_connect:
+                    time.sleep(0.005)
+                continue
+            next_deadline = min(k.data.deadline for k in selector.get_map().values())
+            timeout = max(0.0, next_deadline - time.monotonic())
+            if waiting_connect:
+                timeout = min(timeout, 0.005)
+            for key, _ in selector.select(timeout):
+                if key.data.sock is not None:
+                    on_ready(key.data)
+    finally:
+        for key in list(selector.get_map().values()):
+            key.fileobj.close()  # type: ignore[union-attr]
+        for ex in waiting_connect:
+            if ex.sock is not None:
+                ex.sock.close()
+        selector.close()
+    return results
+
+
+def _timeout_text(ex: _Exchange) -> str:
+    if ex.state == "send":
+        return "timed out sending the command"
+    total = "?" if ex.expected < 0 else str(ex.expected)
+    return f"timed out with {len(ex.buf)}/{total} bytes read"

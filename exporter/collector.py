@@ -16,7 +16,8 @@ How to add a collector
 4. Implement ``collect_daemon(session, sink)`` / ``collect_host(ctx, sink)`` (or
    ``refresh(ctx, sink)`` for cached host collectors): call ``session.command("perf dump")``
    (allowlisted admin-socket commands only, memoised per daemon and scrape so collectors
-   that need the same output share one round trip) and add samples to
+   that need the same output share one round trip; list them in ``prefetch(daemon)`` too,
+   so the scraper fetches them for all daemons at once) and add samples to
    ``sink.gauge(...)`` / ``sink.counter(...)`` / ``sink.histogram(...)``. Label daemon
    series with ``ceph_daemon=session.daemon.name`` (``session.daemon_label`` is that pair
    pre-rendered for :meth:`MetricFamily.add_rendered`).
@@ -50,6 +51,7 @@ from __future__ import annotations
 import argparse
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from cephscope.exporter.asok import (
@@ -57,6 +59,7 @@ from cephscope.exporter.asok import (
     AsokError,
     AsokTimeoutError,
     Daemon,
+    RawResponse,
     decode_response,
     request_raw,
 )
@@ -102,22 +105,43 @@ class DaemonSession:
         self.transport_error: AsokError | None = None
         self.peer_pid: int | None = None
         self._memo: dict[tuple[str, str], Any] = {}
+        self._raw: dict[tuple[str, str], bytes] = {}  # prefetched, decoded on first use
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
 
+    @staticmethod
+    def memo_key(prefix: str, args: dict[str, Any]) -> tuple[str, str]:
+        return (prefix, repr(sorted(args.items())) if args else "")
+
+    def preload(self, prefix: str, args: dict[str, Any], outcome: RawResponse | AsokError) -> None:
+        """Store a command's outcome fetched ahead (see ``DaemonCollector.prefetch``)."""
+        if isinstance(outcome, AsokError):
+            if isinstance(outcome, AsokCommandError):
+                self._memo[self.memo_key(prefix, args)] = outcome
+            elif self.transport_error is None:
+                self.transport_error = outcome
+            return
+        if outcome.peer_pid:
+            self.peer_pid = outcome.peer_pid
+        self._raw[self.memo_key(prefix, args)] = outcome.payload
+
     def command(self, prefix: str, **args: Any) -> Any:
         """Parsed JSON of an allowlisted command (raises AsokError subclasses)."""
-        key = (prefix, repr(sorted(args.items())) if args else "")
+        key = self.memo_key(prefix, args)
         if key in self._memo:
             cached = self._memo[key]
             if isinstance(cached, AsokError):
                 raise cached
             return cached
-        if self.transport_error is not None:
-            raise self.transport_error
+        payload = self._raw.pop(key, None)
         try:
-            result = self._fetch(prefix, args)
+            if payload is not None:
+                result = decode_response(self.daemon.asok_path, prefix, payload)
+            elif self.transport_error is not None:
+                raise self.transport_error
+            else:
+                result = self._fetch(prefix, args)
         except AsokCommandError as err:
             self._memo[key] = err
             raise
@@ -160,6 +184,15 @@ class DaemonCollector(Collector):
 
     def handles(self, daemon: Daemon) -> bool:
         return self.daemon_types is None or daemon.type in self.daemon_types
+
+    def prefetch(self, daemon: Daemon) -> Sequence[tuple[str, dict[str, Any]]]:
+        """Commands ``collect_daemon`` will ask for, as (prefix, args).
+
+        The scraper fetches them for all daemons at once in one event loop before the
+        collectors run (cheaper than blocking reads in many threads); anything not listed
+        is still fetched on demand by ``session.command``.
+        """
+        return ()
 
     def collect_daemon(self, session: DaemonSession, sink: MetricSink) -> None:
         raise NotImplementedError

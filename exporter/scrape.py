@@ -13,9 +13,16 @@ import logging
 import platform
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from cephscope import __version__
-from cephscope.exporter.asok import AsokCommandError, AsokError, Daemon, discover_daemons
+from cephscope.exporter.asok import (
+    AsokCommandError,
+    AsokError,
+    Daemon,
+    discover_daemons,
+    fetch_concurrently,
+)
 from cephscope.exporter.collector import (
     Collector,
     DaemonCollector,
@@ -84,13 +91,46 @@ class Scraper:
             types &= self.settings.daemon_types
         return frozenset(types)
 
-    def _scrape_daemon(self, daemon: Daemon, deadline: float) -> _DaemonOutcome:
-        session = DaemonSession(
+    def _new_session(self, daemon: Daemon, deadline: float) -> DaemonSession:
+        return DaemonSession(
             daemon,
             deadline=deadline,
             call_timeout=self.settings.call_timeout,
             max_response_bytes=self.settings.max_response_bytes,
         )
+
+    def _prefetch(self, sessions: list[DaemonSession], deadline: float) -> None:
+        """Fetch every collector's declared commands for all daemons in one event loop."""
+        wanted: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        by_path: dict[str, DaemonSession] = {}
+        for session in sessions:
+            daemon = session.daemon
+            commands: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+            for collector in self.daemon_collectors:
+                if collector.handles(daemon):
+                    for prefix, args in collector.prefetch(daemon):
+                        commands.setdefault(DaemonSession.memo_key(prefix, args), (prefix, args))
+            if commands:
+                wanted[daemon.asok_path] = list(commands.values())
+                by_path[daemon.asok_path] = session
+        if not wanted:
+            return
+        outcomes = fetch_concurrently(
+            {
+                path: [{"prefix": p, "format": "json", **a} for p, a in cmds]
+                for path, cmds in wanted.items()
+            },
+            deadline=deadline,
+            call_timeout=self.settings.call_timeout,
+            max_response_bytes=self.settings.max_response_bytes,
+        )
+        for path, results in outcomes.items():
+            session = by_path[path]
+            for (prefix, args), outcome in zip(wanted[path], results, strict=False):
+                session.preload(prefix, args, outcome)
+
+    def _scrape_daemon(self, session: DaemonSession) -> _DaemonOutcome:
+        daemon = session.daemon
         outcome = _DaemonOutcome()
         for collector in self.daemon_collectors:
             if not collector.handles(daemon):
@@ -134,11 +174,6 @@ class Scraper:
                 collector.forget_daemon(gone)
         self._known_daemons = names
 
-        daemon_futures = {
-            self._pool.submit(self._scrape_daemon, d, deadline): d
-            for d in daemons
-            if any(c.handles(d) for c in self.daemon_collectors)
-        }
         ctx = HostContext(
             daemons,
             asok_dir=self.settings.asok_dir,
@@ -148,6 +183,16 @@ class Scraper:
         )
         host_futures = {
             self._pool.submit(self._timed_host, c, ctx): c for c in self.host_collectors
+        }
+        sessions = [
+            self._new_session(d, deadline)
+            for d in daemons
+            if any(c.handles(d) for c in self.daemon_collectors)
+        ]
+        self._prefetch(sessions, deadline)
+        daemon_futures = {
+            self._pool.submit(self._scrape_daemon, session): session.daemon
+            for session in sessions
         }
         all_futures = [*daemon_futures, *host_futures]
         concurrent.futures.wait(all_futures, timeout=max(deadline - time.monotonic(), 0))

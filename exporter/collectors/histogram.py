@@ -24,9 +24,11 @@ write falls in the 4096..8191 bucket, so ``le="8191"``); ``_sum`` from
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cephscope.exporter.asok import Daemon
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
 from cephscope.exporter.exposition import MetricFamily, MetricSink, format_value, line_prefix
 
@@ -99,6 +101,9 @@ class HistogramCollector(DaemonCollector):
         self._le_cache: dict[tuple[Axis, str], list[str]] = {}
         # (daemon, metric, op, axis) -> bucket line prefixes, +Inf, _sum, _count prefixes.
         self._prefix_cache: dict[tuple[str, str, str, Axis], tuple[list[str], str, str, str]] = {}
+
+    def prefetch(self, daemon: Daemon) -> Sequence[tuple[str, dict[str, Any]]]:
+        return (("perf histogram dump", {}), ("perf dump", {}))
 
     def _les(self, axis: Axis, unit: str) -> list[str]:
         key = (axis, unit)

@@ -21,9 +21,11 @@ restart between two scrapes, or between the schema and the dump).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cephscope.exporter.asok import Daemon
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
 from cephscope.exporter.exposition import COUNTER, GAUGE, MetricSink, line_prefix
 
@@ -174,6 +176,11 @@ class PerfCollector(DaemonCollector):
 
     def forget_daemon(self, daemon_name: str) -> None:
         self._plans.pop(daemon_name, None)
+
+    def prefetch(self, daemon: Daemon) -> Sequence[tuple[str, dict[str, Any]]]:
+        if daemon.name in self._plans:
+            return (("perf dump", {}),)
+        return (("perf dump", {}), ("perf schema", {}))
 
     def _plan(self, session: DaemonSession, dump: dict[str, Any]) -> _Plan:
         name = session.daemon.name

@@ -114,3 +114,65 @@ def test_discovery_top_level_and_cephadm_subdirs(tmp_path: Path) -> None:
     assert osd1 is not None
     assert (osd1.type, osd1.id, osd1.cluster) == ("osd", "1", "ceph")
     assert daemon_from_asok_path("ceph-client.admin.1.2.asok") is None
+
+
+def test_fetch_concurrently_runs_sockets_in_parallel(cluster: FakeCluster) -> None:
+    from cephscope.exporter.asok import RawResponse, fetch_concurrently
+
+    good = cluster.add_osd(0)
+    slow = [cluster.add_osd(i, fault="slow:0.4") for i in (1, 2, 3)]
+    hung = cluster.add_osd(4, fault="hang")
+    dead = cluster.add_dead_socket("ceph-osd.5.asok")
+    commands = [{"prefix": "version"}, {"prefix": "status"}]
+    paths = [good.path, *(d.path for d in slow), hung.path, dead]
+    started = time.monotonic()
+    results = fetch_concurrently(
+        {str(p): commands for p in paths}, deadline=started + 5, call_timeout=0.6
+    )
+    elapsed = time.monotonic() - started
+    # Three slow sockets x two commands x 0.4 s would be 2.4 s one after the other.
+    assert elapsed < 1.5
+    version, status = results[str(good.path)]
+    assert isinstance(version, RawResponse) and isinstance(status, RawResponse)
+    assert json.loads(version.payload)["version"] == "16.2.15"
+    assert "osd_fsid" in json.loads(status.payload)
+    for daemon in slow:
+        assert all(isinstance(r, RawResponse) for r in results[str(daemon.path)])
+    hung_results = results[str(hung.path)]
+    assert len(hung_results) == 2 and all(isinstance(r, AsokTimeoutError) for r in hung_results)
+    assert len(hung.requests) == 1, "after a failure the socket's other commands are not sent"
+    assert all(isinstance(r, AsokConnectError) for r in results[str(dead)])
+    assert version.peer_pid == os.getpid()
+
+
+def test_fetch_concurrently_refuses_write_commands(cluster: FakeCluster) -> None:
+    from cephscope.exporter.asok import fetch_concurrently
+
+    daemon = cluster.add_osd(0)
+    with pytest.raises(AsokNotAllowedError):
+        fetch_concurrently(
+            {str(daemon.path): [{"prefix": "config set", "var": "x", "val": "1"}]},
+            deadline=time.monotonic() + 1,
+            call_timeout=1,
+        )
+    assert daemon.requests == []
+
+
+@pytest.mark.parametrize(
+    ("fault", "error"),
+    [
+        ("close_mid_frame", AsokProtocolError),
+        ("huge_length", AsokProtocolError),
+        ("hang", AsokTimeoutError),
+    ],
+)
+def test_fetch_concurrently_faults(cluster: FakeCluster, fault: str, error: type) -> None:
+    from cephscope.exporter.asok import fetch_concurrently
+
+    daemon = cluster.add_osd(0, fault=fault)
+    started = time.monotonic()
+    results = fetch_concurrently(
+        {str(daemon.path): [{"prefix": "perf dump"}]}, deadline=started + 0.5, call_timeout=5
+    )
+    assert time.monotonic() - started < 1.0
+    assert isinstance(results[str(daemon.path)][0], error)
