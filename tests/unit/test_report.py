@@ -1,0 +1,223 @@
+"""`cephscope report` and `cephscope compare` on real run dirs captured from the dev cluster
+(tests/fixtures/runs: two demo shard x thread sweeps and an object-size fio sweep, each with the
+system metrics the sweep pulled from the local stack's Prometheus)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+from pathlib import Path
+
+import pytest
+
+from cephscope.runner import compare_cli, report_cli
+from cephscope.runner.report import (
+    OsdTopology,
+    Row,
+    SystemFigures,
+    likely_bottleneck,
+    load_rows,
+    summarize_system,
+    write_report,
+)
+from cephscope.runner.results import RunDir
+from cephscope.runner.steps import Step
+
+RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+# the OSD data devices of the dev cluster the fixtures were captured on
+OSD_DEVICES = frozenset({"loop3", "loop4", "loop5"})
+
+
+def _copy(name: str, tmp_path: Path) -> Path:
+    dest = tmp_path / name
+    shutil.copytree(RUNS / name, dest)
+    return dest
+
+
+def _results(run_dir: Path) -> dict[str, dict]:
+    out = {}
+    for step_dir in sorted(run_dir.glob("step-*")):
+        result = json.loads((step_dir / "result.json").read_text())
+        out[result["step"]] = result
+    return out
+
+
+def test_report_table_has_every_step_with_its_figures(tmp_path: Path) -> None:
+    run_dir = _copy("demo-a", tmp_path)
+    report = write_report(run_dir)
+    md = report.markdown_path.read_text()
+    results = _results(run_dir)
+    assert len(results) == 4
+    for step_id, result in results.items():
+        (line,) = [ln for ln in md.splitlines() if ln.startswith(f"| {step_id} ")]
+        figures = result["results"][0]
+        assert f"| {figures['iops']:,.0f} |" in line
+        assert f"| {figures['latency_avg_seconds'] * 1e3:.2f} |" in line
+        shards = result["axes"]["ceph_config.osd_op_num_shards"]
+        assert f"| {shards} |" in line
+        # system metrics were stored by the sweep: CPU and a bottleneck verdict are there
+        assert "CPU (" in line or "disk " in line or "OSD op latency" in line or "outside" in line
+    header = next(ln for ln in md.splitlines() if ln.startswith("| step |"))
+    assert "| osd_op_num_shards | osd_op_num_threads_per_shard |" in header
+    assert "no latency percentiles" in md
+    assert report.html_path.read_text().count("<tr>") == 5
+
+
+def test_plots_per_sweep_axis(tmp_path: Path) -> None:
+    report = write_report(_copy("demo-a", tmp_path))
+    names = sorted(p.name for p in report.plots)
+    assert names == ["radosbench-write-vs-osd_op_num_shards.png",
+                     "radosbench-write-vs-osd_op_num_threads_per_shard.png"]
+    for path in report.plots:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert path.stat().st_size > 10_000
+
+
+def test_fio_run_has_percentiles_and_a_categorical_axis_plot(tmp_path: Path) -> None:
+    run_dir = _copy("objsize", tmp_path)
+    report = write_report(run_dir)
+    rows = [r for r in report.rows if r.status == "done"]
+    assert len(rows) == 4
+    for row in rows:
+        assert row.percentile("99") is not None and row.percentile("50") is not None
+        assert row.percentile("50") <= row.percentile("99")
+    assert [p.name for p in report.plots] == ["librbdfio-randread-vs-vol_object_size.png"]
+    md = report.markdown_path.read_text()
+    for size in ("4M", "2M", "1M", "512K"):
+        assert f"| {size} |" in md
+
+
+def test_system_figures_are_window_means(tmp_path: Path) -> None:
+    step_dir = next((RUNS / "demo-a").glob("step-*"))
+    prometheus = json.loads((step_dir / "prometheus.json").read_text())
+    figures = summarize_system(prometheus, OsdTopology(OSD_DEVICES, frozenset({"lo"})))
+    cpu_series = prometheus["queries"]["cpu_busy_ratio"]["result"]
+    expected_cpu = max(statistics.fmean(float(v) for _t, v in s["values"]) for s in cpu_series)
+    assert figures.cpu_busy_ratio == pytest.approx(expected_cpu)
+    assert 0 < figures.cpu_busy_ratio <= 1.0
+    assert figures.disk_device in OSD_DEVICES
+    util = {s["metric"]["device"]: statistics.fmean(float(v) for _t, v in s["values"])
+            for s in prometheus["queries"]["disk_util_ratio"]["result"]}
+    assert figures.disk_util_ratio == pytest.approx(max(util[d] for d in OSD_DEVICES if d in util))
+    assert figures.nic_device == "lo"
+    assert figures.osd_devices_only
+    assert figures.osd_op_latency_seconds is not None and figures.osd_op_latency_seconds > 0
+
+
+def test_without_topology_every_host_device_counts() -> None:
+    step_dir = next((RUNS / "demo-a").glob("step-*"))
+    prometheus = json.loads((step_dir / "prometheus.json").read_text())
+    figures = summarize_system(prometheus)
+    assert not figures.osd_devices_only
+    all_devices = {s["metric"]["device"] for s in prometheus["queries"]["disk_util_ratio"]["result"]}
+    assert figures.disk_device in all_devices
+
+
+def test_broken_prometheus_file_does_not_break_the_report(tmp_path: Path) -> None:
+    run_dir = _copy("demo-a", tmp_path)
+    victim = next(run_dir.glob("step-*"))
+    (victim / "prometheus.json").write_text("{not json")
+    report = write_report(run_dir, plots=False)
+    broken = [r for r in report.rows if r.step.id == victim.name.removeprefix("step-")]
+    assert broken[0].status == "done" and not broken[0].system.available
+    assert "n/a (no system metrics)" in report.markdown_path.read_text()
+
+
+def test_failed_and_pending_steps_are_listed(tmp_path: Path) -> None:
+    run_dir = _copy("demo-a", tmp_path)
+    rd = RunDir(run_dir)
+    steps = rd.steps()
+    (rd.step_dir(steps[0]) / "result.json").unlink()
+    rd.fail_step(steps[0], "radosbench write: rados exited with status 1", {})
+    shutil.rmtree(rd.step_dir(steps[1]))
+    _run, rows = load_rows(run_dir)
+    status = {r.step.id: r.status for r in rows}
+    assert status[steps[0].id] == "failed" and status[steps[1].id] == "pending"
+    md = write_report(run_dir, plots=False).markdown_path.read_text()
+    assert "rados exited with status 1" in md
+    assert "2 done of 4" in md
+
+
+def _row(system: SystemFigures, latency: float = 0.01) -> Row:
+    step = Step(id="x", benchmark="radosbench", iteration=0, params={}, pool_profile=None,
+                ceph_config={})
+    return Row(step, "write", "done", {"iops": 1000.0, "latency_avg_seconds": latency}, system)
+
+
+def test_bottleneck_names() -> None:
+    assert likely_bottleneck(_row(SystemFigures())).startswith("n/a")
+    disk = SystemFigures(cpu_busy_ratio=0.5, disk_util_ratio=0.97, disk_device="sdb",
+                         disk_await_seconds=0.004)
+    assert likely_bottleneck(_row(disk)) == "disk sdb (97% busy, await 4.0 ms)"
+    cpu = SystemFigures(cpu_busy_ratio=0.93, cpu_instance="host1", disk_util_ratio=0.2)
+    assert likely_bottleneck(_row(cpu)) == "CPU (93% busy on host1)"
+    outside = SystemFigures(cpu_busy_ratio=0.3, disk_util_ratio=0.2, osd_op_latency_seconds=0.001)
+    assert "outside the OSD op path" in likely_bottleneck(_row(outside, latency=0.01))
+    inside = SystemFigures(cpu_busy_ratio=0.3, disk_util_ratio=0.2, osd_op_latency_seconds=0.008)
+    assert "OSD op latency (80%" in likely_bottleneck(_row(inside, latency=0.01))
+    assert _row(cpu).iops_per_cpu_percent == pytest.approx(1000 / 93)
+
+
+def test_report_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    report_cli.add_arguments(parser)
+    assert report_cli.run(parser.parse_args([str(tmp_path)])) == 2
+    assert "not a cephscope run dir" in capsys.readouterr().err
+    run_dir = _copy("demo-a", tmp_path)
+    assert report_cli.run(parser.parse_args([str(run_dir), "--no-plots"])) == 0
+    assert (run_dir / "report.md").exists()
+
+
+# ---- compare -----------------------------------------------------------------------------------
+
+def _compare(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    parser = argparse.ArgumentParser()
+    compare_cli.add_arguments(parser)
+    code = compare_cli.run(parser.parse_args(list(argv)))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_compare_a_run_with_itself(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _err = _compare(capsys, str(RUNS / "demo-a"), str(RUNS / "demo-a"),
+                               "--fail-on-regression", "0")
+    assert code == 0
+    assert out.count(" ok") == 4 and "1.000" in out
+    assert "0 of 4 step/mode pairs regressed" in out
+
+
+def test_compare_ratios_and_regression_threshold(capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = _results(RUNS / "demo-a"), _results(RUNS / "demo-b")
+    assert set(a) == set(b)  # same spec: same step ids
+    iops_ratios = {s: b[s]["results"][0]["iops"] / a[s]["results"][0]["iops"] for s in a}
+    lat_ratios = {s: b[s]["results"][0]["latency_avg_seconds"]
+                  / a[s]["results"][0]["latency_avg_seconds"] for s in a}
+    comparisons, only_a, only_b = compare_cli.compare_runs(RUNS / "demo-a", RUNS / "demo-b")
+    assert not only_a and not only_b
+    for c in comparisons:
+        assert c.ratios["iops"] == pytest.approx(iops_ratios[c.step])
+        assert c.ratios["latency_avg_seconds"] == pytest.approx(lat_ratios[c.step])
+    # the worst change between the two real runs, in percent
+    worst = max(max((1 - r) * 100 for r in iops_ratios.values()),
+                max((r - 1) * 100 for r in lat_ratios.values()))
+    assert worst > 0, "the two captured runs differ; the fixture would not test anything"
+    code, out, _err = _compare(capsys, str(RUNS / "demo-a"), str(RUNS / "demo-b"),
+                               "--fail-on-regression", f"{worst * 0.5:.3f}")
+    assert code == 1 and "REGRESSION" in out
+    code, out, _err = _compare(capsys, str(RUNS / "demo-a"), str(RUNS / "demo-b"),
+                               "--fail-on-regression", f"{worst + 1:.3f}")
+    assert code == 0 and "REGRESSION" not in out
+    code, _out, _err = _compare(capsys, str(RUNS / "demo-a"), str(RUNS / "demo-b"))
+    assert code == 0
+
+
+def test_compare_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = _compare(capsys, str(RUNS / "demo-a"), str(RUNS / "objsize"))
+    assert code == 2 and "no step" in err
+    code, _out, err = _compare(capsys, str(tmp_path), str(RUNS / "demo-a"))
+    assert code == 2 and "not a cephscope run dir" in err
+    code, _out, err = _compare(capsys, str(RUNS / "demo-a"), str(RUNS / "demo-a"),
+                               "--fail-on-regression", "-5")
+    assert code == 2 and ">= 0" in err
