@@ -69,8 +69,8 @@ def run_sweep(
         "--metrics-port", str(stack.runner_port),
         "--prometheus-url", stack.prometheus_url,
         "--results-dir", str(run_dir),
-        # Long enough for two more scrapes after the last step (5 s interval).
-        "--metrics-linger", "11",
+        # Prometheus scraped the steps while they ran; no need to wait after the last one.
+        "--metrics-linger", "2",
     ]
     if baseline is not None:
         argv += ["--baseline", str(baseline)]
@@ -133,7 +133,7 @@ def resolve_variables(stack: Stack, dashboard: dict[str, Any], run_id: str, star
 @pytest.fixture(scope="module")
 def swept(devcluster: DevCluster, stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> SweepRun:
     runs = tmp_path_factory.mktemp("dashboards-runs")
-    spec = SPEC.format(seconds=10)
+    spec = SPEC.format(seconds=8)
     baseline = run_sweep(devcluster, stack, spec, runs / "baseline")
     current = run_sweep(devcluster, stack, spec, runs / "current", baseline=baseline.run_dir)
     # The rule groups evaluate every 5 s: give the last evaluations time to land.
