@@ -253,17 +253,14 @@ def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
                 "Queue wait per OSD",
                 [
                     Query(
-                        "(sum by (ceph_daemon) (rate(ceph_osd_op_latency_sum"
-                        f"{sel(OSD_SEL)}[$__rate_interval])) - sum by (ceph_daemon) "
-                        f"(rate(ceph_osd_op_process_latency_sum{sel(OSD_SEL)}[$__rate_interval])))"
-                        " / sum by (ceph_daemon) (rate(ceph_osd_op_latency_count"
-                        f"{sel(OSD_SEL)}[$__rate_interval]))",
-                        "{{ceph_daemon}}",
+                        f"ceph_daemon:cephscope_osd_op_queue_wait_seconds:avg_rate1m{sel(OSD_SEL)}",
+                        "{{ceph_daemon}} op_{{op}}",
                     )
                 ],
                 "s",
-                "Average time an op waits before processing: op_latency (with queue time) minus "
-                "op_process_latency (without).",
+                "Average time an op waited before a tp_osd_tp worker dequeued it: op latency "
+                "(from receive) minus op process latency (from dequeue), per op type "
+                "(recording rule in alerts/opqueue.rules.yml).",
                 width=8,
             )
         )

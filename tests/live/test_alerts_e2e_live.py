@@ -3,8 +3,11 @@ regression alert through the real Prometheus and Alertmanager to a local webhook
 a normal re-run of the same spec does not.
 
 How the re-run is made slower: the OSD option `osd_debug_inject_dispatch_delay_probability`
-(with `..._duration`) makes the OSD sleep in its message dispatch before an op is queued
-(OSDService::maybe_inject_dispatch_delay). Both are read from the config at every dispatch,
+(with `..._duration`) makes the OSD sleep (OSDService::maybe_inject_dispatch_delay) in
+OSD::ms_fast_dispatch before an op is queued, and again in the op worker around taking the
+PG lock (OSD::ShardedOpWQ::_process). All of it is after the message's receive stamp, so it
+shows in the client latency and in the OSD's own op_latency. Both options are read from the
+config at every call,
 so `ceph config set osd ...` takes effect at once, without a restart. With probability 1 and
 20 ms, every client op waits >= 20 ms inside the OSD: on the dev cluster rados bench 4 KiB
 writes with 16 in flight go from ~5-12 ms to >= 100 ms (measured; 5 ms of delay already gave
@@ -78,13 +81,13 @@ def latency_ratio(run: SweepRun, base: SweepRun) -> float:
     return run.steps[0]["latency_avg_seconds"] / base.steps[0]["latency_avg_seconds"]
 
 
-def alert_states(stack: Stack, run: SweepRun) -> set[str]:
-    """States the regression alert took for this run, from Prometheus' ALERTS series."""
+def alert_states(stack: Stack, run: SweepRun, alertname: str = ALERT) -> set[str]:
+    """States an alert took for this run, from Prometheus' ALERTS series."""
     series = prometheus_get(
         stack,
         "/api/v1/query_range",
         {
-            "query": f'ALERTS{{alertname="{ALERT}", run="{run.run_id}"}}',
+            "query": f'ALERTS{{alertname="{alertname}", run="{run.run_id}"}}',
             "start": str(run.start),
             "end": str(time.time()),
             "step": "5",
@@ -121,6 +124,8 @@ def test_slower_rerun_fires_regression_alert_to_webhook(
     assert alert["labels"]["severity"] == "warning"
     assert alert["annotations"]["runbook_url"].endswith("#cephscopesteplatencyregression")
     assert "firing" in alert_states(stack, slow)
+    # The OSD side saw it too: the per-step OSD latency vs the baseline run's, from history.
+    assert "firing" in alert_states(stack, slow, "CephscopeStepOSDLatencyRegression")
     # Grouped by alert name and run, as alerts/alertmanager.yml says.
     payload = next(p for p in stack.webhook.received  # type: ignore[attr-defined]
                    if alert in p.get("alerts", []))
@@ -148,4 +153,5 @@ def test_normal_rerun_does_not_fire(
     )
     time.sleep(6)  # one more rule evaluation after the last sample
     assert "firing" not in alert_states(stack, normal)
+    assert "firing" not in alert_states(stack, normal, "CephscopeStepOSDLatencyRegression")
     assert webhook_alerts(stack, normal) == []
