@@ -179,3 +179,16 @@ def test_substitute_replaces_every_form_and_rejects_unknown() -> None:
     assert substitute(expr, values) == 'rate(x{job=~".*", d=~"osd.0"}[1m])'
     with pytest.raises(KeyError, match="run"):
         substitute('x{run="$run"}', values)
+
+
+def test_provisioning_matches_the_dashboards() -> None:
+    import yaml
+
+    provisioning = REPO / "dashboards" / "provisioning"
+    datasources = yaml.safe_load((provisioning / "datasources" / "cephscope.yml").read_text())
+    (prometheus,) = datasources["datasources"]
+    assert prometheus["type"] == "prometheus"
+    assert prometheus["uid"] == DEFAULT_CONFIG.datasource_uid
+    providers = yaml.safe_load((provisioning / "dashboards" / "cephscope.yml").read_text())
+    (provider,) = providers["providers"]
+    assert provider["type"] == "file" and provider["options"]["path"].startswith("/")
