@@ -243,5 +243,6 @@ class MetricsServer:
         self._thread.start()
 
     def stop(self) -> None:
-        self.httpd.shutdown()
+        if self._thread.is_alive():  # shutdown() would wait forever for a loop never started
+            self.httpd.shutdown()
         self.httpd.server_close()

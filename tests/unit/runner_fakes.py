@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from cephscope.runner.benchmarks.base import BenchContext, Benchmark, BenchResult, LiveSample
+from cephscope.runner.cephconfig import CephError
 
 
 class EchoBench(Benchmark):
@@ -57,3 +58,96 @@ class FioLike(EchoBench):
 
 
 BENCHES: dict[str, type[Benchmark]] = {"radosbench": EchoBench, "librbdfio": FioLike}
+
+
+OPTIONS = {
+    "osd_op_num_shards": {"type": "int", "default": 0, "can_update_at_runtime": False,
+                          "flags": ["startup"]},
+    "osd_max_backfills": {"type": "uint", "default": 1, "can_update_at_runtime": True,
+                          "flags": ["runtime"]},
+}
+
+
+class FakeCluster:
+    """The mon + OSDs, in memory, behaving like Pacific where it matters: `config set` pushes
+    the new value into running OSDs' config (so `config get` shows it) even for startup
+    options, whose effect only a restart brings; unknown options answer ENOENT."""
+
+    conf_path = Path("/nonexistent/ceph.conf")
+    client_name = "client.admin"
+    keyring_path = None
+
+    def __init__(self, osds: int = 3) -> None:
+        self.db: dict[str, str] = {}
+        self.epoch = 10
+        self.osds = {i: {"up_from": 5, "config": {k: str(v["default"]) for k, v in
+                                                   OPTIONS.items()}} for i in range(osds)}
+        self.started_with = {i: dict(o["config"]) for i, o in self.osds.items()}
+        self.restarts: list[list[int]] = []
+        self.commands: list[tuple[str, dict]] = []
+        self.restart_ignores_db = False
+        self.pools: dict[str, dict[str, Any]] = {}
+
+    # the CephCli surface the manager uses
+    def command(self, prefix: str, timeout: float | None = None, **args: Any) -> Any:
+        self.commands.append((prefix, args))
+        if prefix == "config help":
+            if args["key"] not in OPTIONS:
+                raise CephError("`ceph config help` failed: ENOENT")
+            return {"name": args["key"], **OPTIONS[args["key"]]}
+        if prefix == "osd dump":
+            return {"epoch": self.epoch, "osds": [
+                {"osd": i, "up": 1, "in": 1, "up_from": o["up_from"]}
+                for i, o in self.osds.items()]}
+        if prefix == "config dump":
+            return [{"section": "osd", "name": k, "value": v, "mask": ""}
+                    for k, v in self.db.items()]
+        if prefix == "config set":
+            self.db[args["name"]] = args["value"]
+            for o in self.osds.values():  # the mon pushes it, startup option or not
+                o["config"][args["name"]] = args["value"]
+            return None
+        if prefix == "config rm":
+            self.db.pop(args["name"], None)
+            for o in self.osds.values():
+                o["config"][args["name"]] = str(OPTIONS[args["name"]]["default"])
+            return None
+        if prefix == "pg dump":
+            return {"pg_stats": [{"pgid": "1.0", "state": "active+clean", "acting": [0, 1, 2],
+                                  "up": [0, 1, 2], "reported_epoch": self.epoch}]}
+        if prefix == "osd pool ls":
+            return [{"pool_name": n, **p} for n, p in self.pools.items()]
+        if prefix == "osd pool create":
+            self.pools[args["pool"]] = {"type": 1, "size": 3}
+            return None
+        if prefix == "osd pool set":
+            self.pools[args["pool"]][args["var"]] = int(args["val"])
+            return None
+        if prefix == "osd pool application enable":
+            return None
+        if prefix == "osd pool delete":
+            del self.pools[args["pool"]]
+            return None
+        raise AssertionError(f"unexpected command {prefix}")
+
+    def close(self) -> None:
+        pass
+
+    def json(self, *args: str, timeout: float | None = None) -> Any:
+        assert args[0] == "tell" and args[2:4] == ("config", "get")
+        osd = int(args[1].split(".")[1])
+        return {args[4]: self.osds[osd]["config"][args[4]]}
+
+    # restart method
+    name = "fake"
+
+    def restart(self, osd_ids: Sequence[int], timeout_seconds: float) -> None:
+        self.restarts.append(list(osd_ids))
+        for i in osd_ids:
+            self.epoch += 1
+            self.osds[i]["up_from"] = self.epoch
+            fresh = {k: self.db.get(k, str(v["default"])) for k, v in OPTIONS.items()}
+            if self.restart_ignores_db:
+                fresh = dict(self.started_with[i])
+            self.osds[i]["config"] = fresh
+            self.started_with[i] = dict(fresh)

@@ -6,9 +6,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from runner_fakes import BENCHES
 
 from cephscope.runner.spec import SpecError, load_spec
+from tests.unit.runner_fakes import BENCHES
 
 GOOD = """\
 cluster:

@@ -1,0 +1,200 @@
+"""The sweep end to end on the in-memory cluster: results dir, resume after a kill, restore."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from cephscope.runner.benchmarks.base import BenchContext, BenchmarkError
+from cephscope.runner.cephconfig import ConfigManager
+from cephscope.runner.results import RunDir, load_baseline
+from cephscope.runner.sweep import Sweep, SweepOptions
+from tests.unit.runner_fakes import EchoBench, FakeCluster
+
+SPEC = """\
+ceph_config:
+  osd_op_num_shards: [2, 4]
+benchmarks:
+  radosbench:
+    op_size: [4096, 65536]
+    time: 5
+    write_only: true
+"""
+
+
+class CountingBench(EchoBench):
+    runs: ClassVar[list[str]] = []
+    fail_step: ClassVar[str | None] = None
+
+    def run(self, mode: str, ctx: BenchContext) -> list[Path]:
+        if ctx.step_id == CountingBench.fail_step:
+            raise BenchmarkError("tool exited 1")
+        CountingBench.runs.append(ctx.step_id)
+        return super().run(mode, ctx)
+
+
+class FakeSweep(Sweep):
+    """Sweep whose cluster is the in-memory FakeCluster."""
+
+    def __init__(self, opts: SweepOptions, cluster: FakeCluster) -> None:
+        super().__init__(opts, log=lambda m: None, benchmarks={"radosbench": CountingBench})
+        self.cluster = cluster
+
+    def connect(self, spec: Any) -> None:
+        self.cli = self.cluster  # type: ignore[assignment]
+        self.config = ConfigManager(self.cluster, self.cluster, lambda i: None,  # type: ignore[arg-type]
+                                    log=lambda m: None, poll_seconds=0.01, timeout_seconds=5)
+
+
+@pytest.fixture(autouse=True)
+def _reset_counter():
+    CountingBench.runs = []
+    CountingBench.fail_step = None
+
+
+def run_sweep(tmp_path: Path, cluster: FakeCluster, **kw: Any) -> tuple[int, Path]:
+    spec_path = tmp_path / "shards.yaml"
+    if not spec_path.exists():
+        spec_path.write_text(SPEC)
+    results = tmp_path / "run"
+    opts = SweepOptions(spec_path=None if kw.get("resume_dir") else spec_path,
+                        results_dir=results, metrics_linger_seconds=0, tty=False, **kw)
+    return FakeSweep(opts, cluster).run(), results
+
+
+def test_full_run_writes_results_and_restores(tmp_path):
+    cluster = FakeCluster()
+    rc, results = run_sweep(tmp_path, cluster)
+    assert rc == 0
+    rd = RunDir(results)
+    steps = rd.steps()
+    assert len(steps) == 4 and all(rd.is_done(s) for s in steps)
+    assert sorted(CountingBench.runs) == sorted(s.id for s in steps)
+    # one restart per shard value (grouped), one for the restore
+    assert len(cluster.restarts) == 3
+    assert cluster.db == {}
+    assert all(cluster.started_with[i]["osd_op_num_shards"] == "0" for i in range(3))
+    assert cluster.pools == {}  # the default pool was created by the run, and removed
+    for s in steps:
+        d = rd.step_dir(s)
+        assert json.loads((d / "params.json").read_text())["id"] == s.id
+        result = json.loads((d / "result.json").read_text())
+        assert result["results"][0]["iops"] == pytest.approx(1e6 / s.params["op_size"])
+        ts = result["timestamps"]
+        assert ts["config_start"] <= ts["started"] <= ts["ended"]
+        assert ts["dead_time_seconds"] == pytest.approx(ts["started"] - ts["config_start"])
+        assert result["config"]["osd.1"]["osd_op_num_shards"] == str(
+            s.ceph_config["osd_op_num_shards"])
+        assert (d / "write.out").exists()
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["steps_done"] == 4
+    csv = (results / "summary.csv").read_text().splitlines()
+    assert csv[0].startswith("step,benchmark,iteration,ceph_config.osd_op_num_shards,"
+                             "radosbench.op_size,status,mode,iops")
+    assert len(csv) == 5
+    assert json.loads((results / "pre_sweep_config.json").read_text())["db"] == {
+        "osd_op_num_shards": None}
+
+
+def test_resume_after_kill_runs_each_missing_step_once(tmp_path):
+    cluster = FakeCluster()
+    rc, results = run_sweep(tmp_path, cluster)
+    assert rc == 0
+    rd = RunDir(results)
+    steps = rd.steps()
+    # Make it look like a SIGKILL during step 2: step 1 done, step 2 half-written (raw output,
+    # no result.json, a stale temp file), steps 3-4 never started; cluster left mid-sweep.
+    kept = (rd.step_dir(steps[0]) / "result.json").read_bytes()
+    (rd.step_dir(steps[1]) / "result.json").unlink()
+    (rd.step_dir(steps[1]) / ".result.json.abc.tmp").write_text("{")
+    for s in steps[2:]:
+        shutil.rmtree(rd.step_dir(s))
+    (results / "summary.json").unlink()
+    cluster.command("config set", who="osd", name="osd_op_num_shards", value="2")
+    cluster.restart([0, 1, 2], 1)
+    cluster.restarts.clear()
+    CountingBench.runs = []
+
+    rc, _ = run_sweep(tmp_path, cluster, resume_dir=results)
+    assert rc == 0
+    assert CountingBench.runs == [s.id for s in steps[1:]]  # each once, in order
+    assert (rd.step_dir(steps[0]) / "result.json").read_bytes() == kept  # untouched
+    assert all(rd.is_done(s) for s in steps)
+    assert not (rd.step_dir(steps[1]) / ".result.json.abc.tmp").exists()
+    assert json.loads((results / "summary.json").read_text())["steps_done"] == 4
+    # restored to the ORIGINAL pre-sweep state recorded by the first run, not the killed one's
+    assert cluster.db == {}
+    assert all(cluster.started_with[i]["osd_op_num_shards"] == "0" for i in range(3))
+
+    # resuming a finished run does nothing
+    CountingBench.runs = []
+    rc, _ = run_sweep(tmp_path, cluster, resume_dir=results)
+    assert rc == 0 and CountingBench.runs == []
+
+
+def test_failed_step_is_recorded_and_retried_on_resume(tmp_path):
+    cluster = FakeCluster()
+    spec_path = tmp_path / "shards.yaml"
+    spec_path.write_text(SPEC)
+    # find the id of the 2nd step via a dry run of the same spec
+    from cephscope.runner.spec import load_spec
+    from cephscope.runner.steps import generate_steps
+
+    ids = [s.id for s in generate_steps(load_spec(spec_path, benchmarks={
+        "radosbench": CountingBench}))]
+    CountingBench.fail_step = ids[1]
+    rc, results = run_sweep(tmp_path, cluster)
+    assert rc == 1
+    rd = RunDir(results)
+    failed = [s for s in rd.steps() if not rd.is_done(s)]
+    assert [s.id for s in failed] == [ids[1]]
+    failure = rd.step_failure(failed[0])
+    assert failure is not None and "tool exited 1" in failure["error"]
+    assert cluster.db == {}  # restored despite the failure
+    CountingBench.fail_step = None
+    CountingBench.runs = []
+    rc, _ = run_sweep(tmp_path, cluster, resume_dir=results)
+    assert rc == 0 and CountingBench.runs == [ids[1]]
+
+
+def test_unknown_ceph_option_rejected_before_any_change(tmp_path):
+    cluster = FakeCluster()
+    (tmp_path / "shards.yaml").write_text(SPEC.replace("osd_op_num_shards", "osd_op_num_shardz"))
+    from cephscope.runner.spec import SpecError
+
+    with pytest.raises(SpecError) as info:
+        run_sweep(tmp_path, cluster)
+    assert info.value.problems == [
+        f"{tmp_path / 'shards.yaml'}:2: ceph_config.osd_op_num_shardz: [2, 4]: unknown ceph "
+        "option (`ceph config help osd_op_num_shardz` does not know it)"]
+    assert {p for p, _ in cluster.commands} == {"config help"}
+    assert not (tmp_path / "run").exists()
+
+
+def test_dry_run_changes_nothing(tmp_path, capsys):
+    cluster = FakeCluster()
+    spec_path = tmp_path / "shards.yaml"
+    spec_path.write_text(SPEC)
+    lines: list[str] = []
+    sweep = FakeSweep(SweepOptions(spec_path=spec_path, dry_run=True), cluster)
+    sweep.log = lines.append
+    assert sweep.run() == 0
+    assert lines[0].startswith("4 steps, 2 OSD restart(s) (restart options: osd_op_num_shards)")
+    assert len(lines) == 5
+    assert {p for p, _ in cluster.commands} <= {"config help", "osd dump"}
+    assert cluster.restarts == [] and CountingBench.runs == []
+
+
+def test_baseline_loaded_per_step_and_mode(tmp_path):
+    cluster = FakeCluster()
+    _, results = run_sweep(tmp_path, cluster)
+    baseline = load_baseline(results)
+    assert len(baseline) == 4
+    some: Mapping[str, Any] = next(iter(baseline.values()))
+    assert set(some) == {"write"}
+    assert some["write"]["iops"] > 0 and some["write"]["latency_avg_seconds"] > 0
