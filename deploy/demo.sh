@@ -9,8 +9,8 @@ state="${1:-$HOME/.local/state/cephscope/demo}"
 cephscope="$repo_root/.venv/bin/cephscope"
 cluster_dir="$state/cluster"
 stack_dir="$state/stack"
-cluster_port_base="${CEPHSCOPE_DEMO_CLUSTER_PORT_BASE:-40000}"
-stack_port_base="${CEPHSCOPE_DEMO_STACK_PORT_BASE:-41000}"
+cluster_port_base="${CEPHSCOPE_DEMO_CLUSTER_PORT_BASE:-17000}"
+stack_port_base="${CEPHSCOPE_DEMO_STACK_PORT_BASE:-18000}"
 mkdir -p "$state"
 
 if "$cephscope" devcluster status --state-dir "$cluster_dir" >/dev/null 2>&1; then

@@ -134,7 +134,7 @@ class DevCluster:
     def __init__(
         self,
         state_dir: Path | str | None = None,
-        port_base: int = 40000,
+        port_base: int = 17000,
         num_osds: int = 3,
         osd_size_gib: int = 10,
         backing: str = "auto",

@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--port-base",
         type=int,
-        default=40000,
+        default=17000,
         help="mon port; daemons bind base+10..base+99 (default: %(default)s)",
     )
     parser.add_argument("--osds", type=int, default=3, help="number of OSDs (default: %(default)s)")

@@ -42,8 +42,13 @@ if [[ ! -x "$venv/bin/python" ]]; then
 fi
 stamp="$venv/.cephscope-installed"
 if [[ ! -f "$stamp" || "$repo_root/pyproject.toml" -nt "$stamp" ]]; then
-    "$venv/bin/pip" install -q --upgrade pip >/dev/null
-    "$venv/bin/pip" install -q -e "$repo_root[dev]"
+    pip_log="$venv/pip-install.log"
+    if ! { "$venv/bin/pip" install -q --upgrade pip && "$venv/bin/pip" install -q -e "$repo_root[dev]"; } \
+        >"$pip_log" 2>&1; then
+        tail -20 "$pip_log" >&2
+        echo "install: pip install failed (full log: $pip_log)" >&2
+        exit 1
+    fi
     touch "$stamp"
 fi
 "$venv/bin/python" -c 'import rados, rbd' || {

@@ -92,7 +92,7 @@ class Stack:
     def __init__(
         self,
         state_dir: Path | str | None = None,
-        port_base: int = 41000,
+        port_base: int = 18000,
         asok_dir: Path | str | None = None,
         ceph_conf: Path | str | None = None,
         with_exporter: bool = True,

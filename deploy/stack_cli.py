@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--port-base",
         type=int,
-        default=41000,
+        default=18000,
         help="Prometheus on base, Alertmanager +1, node_exporter +3, exporter +4, "
         "runner target +5 (default: %(default)s)",
     )
