@@ -275,3 +275,24 @@ def test_fallback_pid_is_kept_while_it_is_still_that_osd(
     with pytest.raises(ValueError, match="no ceph-osd processes with --id 1"):
         _collect(collector, _Session("osd.1", None))
     assert scans == ["1", "1"]
+
+
+def test_opqueue_ops_threads_exposition_passes_promtool(tmp_path: Path) -> None:
+    import subprocess
+
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool (Debian package prometheus) is required: bash deploy/install.sh"
+    cluster = FakeCluster(tmp_path / "run")
+    for i in range(2):
+        cluster.add_osd(i, scenario="ops_load")
+    try:
+        text = scrape_once(tmp_path / "run", *only_collectors("opqueue", "ops", "threads"),
+                           "--collector.threads.proc-root", str(AFTER))
+    finally:
+        cluster.stop()
+    assert "cephscope_osd_thread_cpu_seconds_total{" in text
+    assert "cephscope_osd_op_queue_items{" in text
+    proc = subprocess.run([promtool, "check", "metrics"], input=text.encode(),
+                          capture_output=True, timeout=60)
+    findings = (proc.stdout + proc.stderr).decode().strip()
+    assert proc.returncode == 0 and not findings, findings
