@@ -80,18 +80,22 @@ class Row:
 
 # ---- system metrics ----------------------------------------------------------------------------
 
-def _series_means(entry: Mapping[str, Any]) -> list[tuple[dict[str, str], float]]:
-    """Mean over the window of every series of a query_range result (NaN points dropped)."""
+def _series_means(entry: Mapping[str, Any], window: tuple[float, float] | None = None
+                  ) -> list[tuple[dict[str, str], float]]:
+    """Mean of every series of a query_range result (NaN points dropped), over the points
+    inside `window` (start, end) when given and any fall inside it, else over all points."""
     out = []
     for series in entry.get("result", []) or []:
-        values = []
+        points = []
         for point in series.get("values", []) or []:
             try:
-                value = float(point[1])
+                stamp, value = float(point[0]), float(point[1])
             except (TypeError, ValueError, IndexError):
                 continue
             if math.isfinite(value):
-                values.append(value)
+                points.append((stamp, value))
+        inside = [v for t, v in points if window and window[0] <= t <= window[1]]
+        values = inside or [v for _t, v in points]
         if values:
             out.append((dict(series.get("metric", {})), statistics.fmean(values)))
     return out
@@ -138,7 +142,8 @@ def _topology_in(prometheus: Mapping[str, Any]) -> OsdTopology:
 
 
 def summarize_system(prometheus: Mapping[str, Any] | None,
-                     topology: OsdTopology | None = None) -> SystemFigures:
+                     topology: OsdTopology | None = None,
+                     window: tuple[float, float] | None = None) -> SystemFigures:
     """Step-window means; disks and NICs limited to the OSDs' own when the topology is known."""
     figures = SystemFigures()
     if not prometheus:
@@ -153,7 +158,7 @@ def summarize_system(prometheus: Mapping[str, Any] | None,
 
     def means(name: str) -> list[tuple[dict[str, str], float]]:
         entry = queries.get(name)
-        found = _series_means(entry) if isinstance(entry, Mapping) else []
+        found = _series_means(entry, window) if isinstance(entry, Mapping) else []
         if name.startswith("disk_") and topology.devices:
             found = [(m, v) for m, v in found if m.get("device") in topology.devices]
         if name.startswith("nic_") and topology.interfaces:
@@ -240,8 +245,14 @@ def load_rows(run_dir: Path,
             ts = result.get("timestamps", {})
             if isinstance(ts.get("started"), int | float) and isinstance(ts.get("ended"), int | float):
                 prometheus = fetch_system(float(ts["started"]), float(ts["ended"]))
-        system = summarize_system(prometheus, topology)
+        mode_windows = (result.get("timestamps") or {}).get("modes") or {}
         for entry in result.get("results", []) or [{}]:
+            # each mode's own window (write vs read; fio's prefill excluded) when recorded
+            span = mode_windows.get(entry.get("mode")) or {}
+            window = ((float(span["start"]), float(span["end"]))
+                      if isinstance(span.get("start"), int | float)
+                      and isinstance(span.get("end"), int | float) else None)
+            system = summarize_system(prometheus, topology, window)
             rows.append(Row(step, entry.get("mode"), "done", dict(entry), system))
     return run, rows
 
@@ -437,6 +448,10 @@ def _notes(rows: Iterable[Row]) -> list[str]:
         notes.append("rados bench reports no latency percentiles (no histogram): p50/p99 "
                      "columns are empty for its steps; see the OSD latency histograms in "
                      "Prometheus for distributions.")
+    if any(r.system.available for r in rows):
+        notes.append("System columns are means of Prometheus rate()s over each mode's own "
+                     "window (from the step's recorded mode start/end); a mode shorter than "
+                     "the rate window blends with the phase before it.")
     if any(r.system.available and not r.system.osd_devices_only for r in rows):
         notes.append("Disk and NIC columns cover every device of the hosts (the OSDs' devices "
                      "were not known): pass --prometheus-url so the exporter's "

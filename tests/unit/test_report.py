@@ -221,3 +221,20 @@ def test_compare_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     code, _out, err = _compare(capsys, str(RUNS / "demo-a"), str(RUNS / "demo-a"),
                                "--fail-on-regression", "-5")
     assert code == 2 and ">= 0" in err
+
+
+def test_system_figures_use_each_modes_window() -> None:
+    # fio steps: prepare() prefills the image before the randread mode starts; the mode's own
+    # window (recorded by the sweep) keeps the prefill writes out of the figures.
+    step_dir = next((RUNS / "objsize").glob("step-*"))
+    prometheus = json.loads((step_dir / "prometheus.json").read_text())
+    span = json.loads((step_dir / "result.json").read_text())["timestamps"]["modes"]["randread"]
+    _run, rows = load_rows(RUNS / "objsize")
+    (row,) = [r for r in rows if r.step.id == step_dir.name.removeprefix("step-")]
+    cpu_series = prometheus["queries"]["cpu_busy_ratio"]["result"]
+    inside = [float(v) for t, v in cpu_series[0]["values"] if span["start"] <= t <= span["end"]]
+    assert inside, "the fixture has points inside the mode window"
+    assert row.system.cpu_busy_ratio == pytest.approx(statistics.fmean(inside))
+    whole = summarize_system(prometheus)
+    osd_ops = summarize_system(prometheus, window=(span["start"], span["end"]))
+    assert osd_ops.osd_ops_per_second != whole.osd_ops_per_second
