@@ -28,7 +28,7 @@ fi
 prometheus="http://127.0.0.1:$stack_port_base"
 runner_port=$((stack_port_base + 5))
 echo "demo: one real scrape of the exporter (first lines):"
-curl -fsS "http://127.0.0.1:$((stack_port_base + 4))/metrics" | grep -E '^(ceph_osd_op_w |cephscope_daemon_up)' | head -6
+curl -fsS "http://127.0.0.1:$((stack_port_base + 4))/metrics" | grep -E '^(ceph_osd_op_w[{ ]|cephscope_osd_op_latency_seconds_count|cephscope_daemon_up)' | head -6
 
 run_dir="$state/results/demo-$(date -u +%Y%m%dT%H%M%SZ)"
 "$cephscope" sweep "$repo_root/examples/demo.yaml" \
