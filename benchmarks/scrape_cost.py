@@ -28,7 +28,7 @@ from cephscope.exporter.asok import discover_daemons, request_raw
 from cephscope.exporter.collectors import collector_classes, enabled_collectors
 from cephscope.exporter.exposition import render
 from cephscope.exporter.main import build_parser, settings_from_args
-from cephscope.exporter.scrape import Scraper
+from cephscope.exporter.scrape import Scraper, tune_gc_for_scrapes
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAKE_SERVER = REPO_ROOT / "tests" / "unit" / "fake_asok.py"
@@ -112,8 +112,11 @@ def main() -> int:
     parser.add_argument("--parallel", type=int, default=16, help="--scrape.max-parallel")
     args = parser.parse_args()
     collectors = [c.strip() for c in args.collectors.split(",") if c.strip()]
+    tune_gc_for_scrapes()  # as cephscope-exporter's main() does
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"cephscope-exporter scrape cost: collectors {','.join(collectors)}, "
-          f"{args.scrapes} scrapes per N, {os.cpu_count()} CPUs, max-parallel {args.parallel}")
+          f"{args.scrapes} scrapes per N, {os.cpu_count()} CPUs (load average {load}), "
+          f"max-parallel {args.parallel}")
     header = (f"{'OSDs':>5} {'median ms':>10} {'p99 ms':>8} {'CPU s/scrape':>13} "
               f"{'KiB/scrape':>11} | {'floor med ms':>12} {'floor p99':>9} {'floor CPU':>9} "
               f"{'ratio':>6}")

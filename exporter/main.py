@@ -24,7 +24,7 @@ from cephscope.exporter.asok import (
 )
 from cephscope.exporter.collectors import add_collector_arguments, enabled_collectors
 from cephscope.exporter.exposition import CONTENT_TYPE, render
-from cephscope.exporter.scrape import Scraper, ScrapeSettings
+from cephscope.exporter.scrape import Scraper, ScrapeSettings, tune_gc_for_scrapes
 from cephscope.exporter.webconfig import WebConfig, WebConfigError, load_web_config
 
 DEFAULT_LISTEN_ADDRESS = "127.0.0.1:9967"
@@ -244,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, WebConfigError) as err:
         print(f"cephscope-exporter: {err}", file=sys.stderr)
         return 2
+    tune_gc_for_scrapes()
     host, port = server.server_address[:2]
     log.info(
         "listening on %s:%s%s (collectors: %s; asok dir %s)", host, port, args.telemetry_path,

@@ -9,6 +9,7 @@ Always emitted, whatever fails: ``cephscope_daemon_up{ceph_daemon}``,
 from __future__ import annotations
 
 import concurrent.futures
+import gc
 import logging
 import platform
 import time
@@ -33,6 +34,17 @@ from cephscope.exporter.collector import (
 from cephscope.exporter.exposition import MetricFamily, MetricSink, render_labels
 
 log = logging.getLogger("cephscope.exporter")
+
+
+def tune_gc_for_scrapes() -> None:
+    """Make the cyclic GC run less often (process-wide; called by ``main``).
+
+    A scrape of 60 OSDs allocates ~10^5 short-lived containers (parsed JSON, samples);
+    with the default gen-0 threshold of 700 the collector runs hundreds of times per scrape
+    and walks the long-lived caches each time: ~15 % of a scrape's CPU. Nothing here makes
+    reference cycles, so fewer collections cost no memory.
+    """
+    gc.set_threshold(50_000, 50, 100)
 
 
 @dataclass
