@@ -182,6 +182,8 @@ class Sweep:
 
             method = o.restart_method or spec.restart.method
         if not Path(conf).exists():
+            if o.dry_run:  # a dry run can plan without a cluster
+                return
             raise SweepError(f"ceph conf {conf} does not exist (use --conf or --devcluster)")
         self.cli = CephCli(conf, client_name=o.client_name, keyring_path=o.keyring)
         restart = (make_restart_method(method, self.cli, self.devcluster, spec.restart.command)
@@ -193,12 +195,13 @@ class Sweep:
     def plan(self, spec: Spec, steps: list[Step] | None = None, *,
              cluster_optional: bool = False) -> Plan:
         """Reads only. Unknown ceph options are a spec error naming the line."""
-        assert self.config is not None
         notes: list[str] = []
         options = sorted(spec.ceph_config)
         restart_options: set[str] = set()
         current: dict[str, Any] | None = None
         try:
+            if self.config is None:
+                raise CephError("no ceph conf")
             unknown = self.config.unknown_options(options)
             if unknown:
                 raise SpecError([
@@ -250,6 +253,8 @@ class Sweep:
         self.connect(spec)
         if self.opts.dry_run:
             self.print_plan(self.plan(spec, cluster_optional=True))
+            if self.cli is not None:
+                self.cli.close()
             return 0
         resume = self.opts.resume_dir is not None
         if resume:
