@@ -54,6 +54,7 @@ from cephscope.runner.system_metrics import pull_step_window
 
 DEFAULT_CONF = "/etc/ceph/ceph.conf"
 DEFAULT_POOL = "cephscope-bench"
+DEFAULT_RBD_POOL = "rbd"
 # One parallel OSD restart plus active+clean, measured on the dev cluster (~9 s + a few s).
 RESTART_ESTIMATE_SECONDS = 15.0
 # Options Ceph flags `startup` that sweeps commonly touch; used by --dry-run when the cluster
@@ -98,6 +99,7 @@ class SweepOptions:
     baseline_dir: Path | None = None
     keep_pools: bool = False
     pool: str = DEFAULT_POOL
+    rbd_pool: str = DEFAULT_RBD_POOL
     restart_method: str | None = None
     rolling: bool | None = None
     step_timeout_seconds: float | None = None
@@ -381,7 +383,8 @@ class Sweep:
         if step.pool_profile:
             name = self.pools.ensure(spec.pool_profiles[step.pool_profile], application)
         else:
-            name = self.pools.ensure_named(self.opts.pool, application)
+            default = self.opts.rbd_pool if application == "rbd" else self.opts.pool
+            name = self.pools.ensure_named(default, application)
         if len(self.pools.created) != before:
             self.config.wait_pgs_active_clean()  # a new pool's PGs must be clean first
         return name

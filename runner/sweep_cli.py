@@ -11,7 +11,13 @@ from cephscope.runner.annotations import TOKEN_ENV
 from cephscope.runner.cephconfig import CephError
 from cephscope.runner.results import ResultsError
 from cephscope.runner.spec import RESTART_METHODS, SpecError
-from cephscope.runner.sweep import DEFAULT_POOL, Sweep, SweepError, SweepOptions
+from cephscope.runner.sweep import (
+    DEFAULT_POOL,
+    DEFAULT_RBD_POOL,
+    Sweep,
+    SweepError,
+    SweepOptions,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     roll.add_argument("--parallel", dest="rolling", action="store_false",
                       help="restart all OSDs at once (the default)")
     cluster.add_argument("--pool", default=DEFAULT_POOL,
-                         help="pool for steps without a pool_profile (created if missing)")
+                         help="pool for rados steps without a pool_profile (created if "
+                              f"missing; default {DEFAULT_POOL})")
+    cluster.add_argument("--rbd-pool", default=DEFAULT_RBD_POOL,
+                         help="pool for librbdfio steps without a pool_profile (default "
+                              f"{DEFAULT_RBD_POOL})")
     cluster.add_argument("--keep-pools", action="store_true",
                          help="keep the pools this run created")
     obs = parser.add_argument_group("observability")
@@ -78,7 +88,7 @@ def options_from_args(args: argparse.Namespace) -> SweepOptions:
         grafana_token=args.grafana_token or os.environ.get(TOKEN_ENV),
         grafana_dashboard_uid=args.grafana_dashboard_uid,
         prometheus_url=args.prometheus_url, prometheus_rate_window=args.prometheus_rate_window,
-        baseline_dir=args.baseline, keep_pools=args.keep_pools, pool=args.pool,
+        baseline_dir=args.baseline, keep_pools=args.keep_pools, pool=args.pool, rbd_pool=args.rbd_pool,
         restart_method=args.restart_method, rolling=args.rolling,
         step_timeout_seconds=args.step_timeout, stop_on_failure=args.stop_on_failure,
     )

@@ -198,3 +198,29 @@ def test_baseline_loaded_per_step_and_mode(tmp_path):
     some: Mapping[str, Any] = next(iter(baseline.values()))
     assert set(some) == {"write"}
     assert some["write"]["iops"] > 0 and some["write"]["latency_avg_seconds"] > 0
+
+
+def test_interrupt_mid_step_restores_and_exits_130(tmp_path):
+    from cephscope.runner.sweep import Interrupted
+
+    class InterruptingBench(CountingBench):
+        def run(self, mode: str, ctx: BenchContext) -> list[Path]:
+            if len(CountingBench.runs) == 1:
+                raise Interrupted("SIGTERM")  # what the SIGTERM/SIGINT handler raises
+            return super().run(mode, ctx)
+
+    cluster = FakeCluster()
+    spec_path = tmp_path / "shards.yaml"
+    spec_path.write_text(SPEC)
+    sweep = FakeSweep(SweepOptions(spec_path=spec_path, results_dir=tmp_path / "run",
+                                   metrics_linger_seconds=0, tty=False), cluster)
+    sweep.benchmarks = {"radosbench": InterruptingBench}
+    assert sweep.run() == 130
+    assert len(CountingBench.runs) == 1
+    assert cluster.db == {}
+    assert all(cluster.started_with[i]["osd_op_num_shards"] == "0" for i in range(3))
+    rd = RunDir(tmp_path / "run")
+    assert sum(rd.is_done(s) for s in rd.steps()) == 1
+    CountingBench.runs = []
+    assert run_sweep(tmp_path, cluster, resume_dir=tmp_path / "run")[0] == 0
+    assert len(CountingBench.runs) == 3
