@@ -309,15 +309,17 @@ def fetch_concurrently(
     deadline: float,
     call_timeout: float,
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    max_parallel: int = 64,
 ) -> dict[str, list[RawResponse | AsokError]]:
     """Run lists of commands on many sockets at once, in this one thread.
 
     ``commands`` maps a socket path to its commands, run one after the other on that
     socket (an admin socket serves one connection at a time) while all sockets proceed in
-    parallel; a non-blocking event loop instead of a thread per socket, so that I/O waits
-    cost no GIL hand-offs. Each command gets ``call_timeout`` seconds, all end by
-    ``deadline`` (monotonic). After a socket's first failure its remaining commands get
-    the same error without being sent. Results come back in the order of the commands.
+    parallel (at most ``max_parallel`` sockets at a time); a non-blocking event loop
+    instead of a thread per socket, so that I/O waits cost no GIL hand-offs. Each command
+    gets ``call_timeout`` seconds, all end by ``deadline`` (monotonic). After a socket's
+    first failure its remaining commands get the same error without being sent. Results
+    come back in the order of the commands.
     """
     for path, cmds in commands.items():
         for cmd in cmds:
@@ -329,11 +331,17 @@ def fetch_concurrently(
     pending: dict[str, list[dict[str, Any]]] = {p: list(c) for p, c in commands.items() if c}
     selector = selectors.DefaultSelector()
     waiting_connect: list[_Exchange] = []
+    not_started = list(pending)
+
+    def start_path() -> None:
+        if not_started:
+            start_next(not_started.pop(0))
 
     def start_next(path: str) -> None:
         queue = pending.get(path)
         if not queue:
             pending.pop(path, None)
+            start_path()  # this socket is done: its slot goes to the next one
             return
         cmd = queue.pop(0)
         now = time.monotonic()
@@ -351,6 +359,7 @@ def fetch_concurrently(
             # The socket is broken for this round: the rest fail without being sent.
             for _ in pending.pop(ex.path, []):
                 results[ex.path].append(outcome)
+            start_path()
             return
         start_next(ex.path)
 
@@ -421,8 +430,8 @@ def fetch_concurrently(
             finish(ex, RawResponse(bytes(ex.buf[: ex.expected]), ex.peer_pid))
 
     try:
-        for path in list(pending):
-            start_next(path)
+        for _ in range(max(1, max_parallel)):
+            start_path()
         while selector.get_map() or waiting_connect:
             now = time.monotonic()
             # Expire exchanges past their deadline.

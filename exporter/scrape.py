@@ -135,6 +135,7 @@ class Scraper:
             deadline=deadline,
             call_timeout=self.settings.call_timeout,
             max_response_bytes=self.settings.max_response_bytes,
+            max_parallel=self.settings.max_parallel,
         )
         for path, results in outcomes.items():
             session = by_path[path]
