@@ -251,7 +251,7 @@ class Sweep:
     def run(self) -> int:
         spec, spec_text = self.load()
         for w in spec.warnings:
-            self.log(f"warning: {w}")
+            print(f"warning: {w}", file=sys.stderr, flush=True)
         self.connect(spec)
         if self.opts.dry_run:
             self.print_plan(self.plan(spec, cluster_optional=True))
