@@ -141,18 +141,34 @@ def render(families: Iterable[MetricFamily]) -> bytes:
         first = group[0]
         append(f"# HELP {name} {_escape_help(first.help)}\n# TYPE {name} {first.type}\n")
         for fam in group:
-            for sample_name, label_text, value in fam.samples:
-                # repr is right for int and finite float; "inf", "nan", "True" are not.
-                text = repr(value)
-                if not text[-1].isdigit():
-                    text = format_value(value)
-                if label_text is None:  # add_line: sample_name is the whole line prefix
-                    append(f"{sample_name}{text}\n")
-                elif label_text:
-                    append(f"{sample_name}{{{label_text}}} {text}\n")
-                else:
-                    append(f"{sample_name} {text}\n")
+            # Fast path, one comprehension per family: repr is the text format for ints
+            # and finite floats (v - v == 0 rules out inf and NaN; bool is not int here).
+            try:
+                append(
+                    "".join(
+                        [
+                            f"{sample}{value!r}\n"
+                            if labels is None
+                            and (type(value) is int or (type(value) is float and value - value == 0))
+                            else _sample_line(sample, labels, value)
+                            for sample, labels, value in fam.samples
+                        ]
+                    )
+                )
+            except TypeError as err:
+                raise ValueError(f"metric {name}: non-numeric sample value ({err})") from None
     return "".join(parts).encode()
+
+
+def _sample_line(sample_name: str, label_text: str | None, value: float) -> str:
+    text = repr(value)
+    if not text[-1].isdigit():  # inf, nan, True
+        text = format_value(value)
+    if label_text is None:  # add_line: sample_name is the whole line prefix
+        return f"{sample_name}{text}\n"
+    if label_text:
+        return f"{sample_name}{{{label_text}}} {text}\n"
+    return f"{sample_name} {text}\n"
 
 
 def line_prefix(sample_name: str, label_text: str) -> str:

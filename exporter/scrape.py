@@ -202,7 +202,10 @@ class Scraper:
             for d in daemons
             if any(c.handles(d) for c in self.daemon_collectors)
         ]
-        self._prefetch(sessions, deadline)
+        # Leave the collectors part of the budget: a daemon that hangs until the end of
+        # the prefetch must not take the healthy daemons' collection time with it.
+        budget = deadline - time.monotonic()
+        self._prefetch(sessions, deadline - min(0.5, max(budget, 0) * 0.2))
         daemon_futures = {
             self._pool.submit(self._scrape_daemon, session): session.daemon
             for session in sessions
