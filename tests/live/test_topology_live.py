@@ -69,7 +69,7 @@ def test_recording_rules_see_each_osd_write_during_rados_bench(
     expected = set(osd_loop_devices(devcluster))
     stack.wait_for_series('count(cephscope_osd_device_info{role="data"}) >= 3', 60)
     bench = subprocess.Popen(
-        devcluster.rados_argv("-p", devcluster.bench_pool, "bench", "20", "write", "-b", "4096",
+        devcluster.rados_argv("-p", devcluster.bench_pool, "bench", "12", "write", "-b", "4096",
                               "-t", "16"),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
