@@ -186,10 +186,17 @@ class DevClusterRestart:
         self.devcluster = devcluster
 
     def restart(self, osd_ids: Sequence[int], timeout_seconds: float) -> None:
-        try:
-            self.devcluster.restart_osds(list(osd_ids), timeout=timeout_seconds)
-        except Exception as exc:  # DevClusterError and friends: one clear message
-            raise CephError(f"dev cluster could not restart OSDs {list(osd_ids)}: {exc}") from exc
+        # One retry: seen once on the 2-core machine, a start racing the pid-file lock of the
+        # previous process ("failed to lock pidfile"); a second restart a moment later works.
+        for attempt in (1, 2):
+            try:
+                self.devcluster.restart_osds(list(osd_ids), timeout=timeout_seconds)
+                return
+            except Exception as exc:  # DevClusterError and friends: one clear message
+                if attempt == 2:
+                    raise CephError(f"dev cluster could not restart OSDs {list(osd_ids)}: "
+                                    f"{exc}") from exc
+                time.sleep(3.0)
 
 
 class ArgvRestart:

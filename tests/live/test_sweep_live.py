@@ -63,7 +63,14 @@ def restore_shards(devcluster):
     if osd_db_entries(devcluster) != db_before or shard_counts(devcluster) != before:
         with contextlib.suppress(Exception):
             devcluster.ceph("config", "rm", "osd", "osd_op_num_shards")
-        devcluster.restart_osds(devcluster.osd_ids())
+        for attempt in (1, 2):  # a start can race the old process's pid-file lock once
+            try:
+                devcluster.restart_osds(devcluster.osd_ids())
+                break
+            except Exception:
+                if attempt == 2:
+                    raise
+                time.sleep(3)
         devcluster.wait_pgs_active_clean()
 
 
