@@ -224,3 +224,33 @@ def test_interrupt_mid_step_restores_and_exits_130(tmp_path):
     CountingBench.runs = []
     assert run_sweep(tmp_path, cluster, resume_dir=tmp_path / "run")[0] == 0
     assert len(CountingBench.runs) == 3
+
+
+def test_sweep_annotates_every_step_in_grafana(tmp_path):
+    from tests.unit.test_runner_phase_metrics import Recorder
+
+    rec = Recorder()
+    try:
+        cluster = FakeCluster()
+        rc, results = run_sweep(tmp_path, cluster, grafana_url=rec.url, grafana_token="t0k")
+        assert rc == 0
+    finally:
+        rec.stop()
+    rd = RunDir(results)
+    assert len(rec.calls) == 4
+    for s, call in zip(rd.steps(), rec.calls, strict=True):
+        ts = rd.step_result(s)["timestamps"]
+        body = call["body"]
+        assert body["time"] == int(ts["started"] * 1000)
+        assert body["timeEnd"] == int(ts["ended"] * 1000)
+        assert f"step:{s.id}" in body["tags"] and f"run:{rd.run_id}" in body["tags"]
+        assert f"osd_op_num_shards:{s.ceph_config['osd_op_num_shards']}" in body["tags"]
+        assert f"op_size:{s.params['op_size']}" in body["tags"]
+        assert call["headers"]["Authorization"] == "Bearer t0k"
+
+
+def test_grafana_down_does_not_fail_the_sweep(tmp_path):
+    cluster = FakeCluster()
+    rc, results = run_sweep(tmp_path, cluster, grafana_url="http://127.0.0.1:9")
+    assert rc == 0
+    assert all(RunDir(results).is_done(s) for s in RunDir(results).steps())
