@@ -19,6 +19,7 @@ Layout of the state dir:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -107,12 +108,68 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    # A zombie is not alive for our purposes.
+    # A zombie is not alive for our purposes -- but a leader thread can be a zombie while the
+    # process's other threads still run (and still hold the OSD's pid-file lock): the process
+    # is alive while any of its threads is not a zombie.
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except OSError:
         return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        if stat.rsplit(")", 1)[1].split()[0] != "Z":
+            return True
+    return False
+
+
+def pid_from_file(pid_file: Path, cmdline_must_contain: str) -> int | None:
+    """The live pid recorded in pid_file, if its command line names `cmdline_must_contain`
+    (a pid file can outlive its process and the pid be recycled by a stranger)."""
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    if not pid_alive(pid) or cmdline_must_contain not in proc_cmdline(pid):
+        return None
+    return pid
+
+
+def terminate(pid: int, timeout: float, log: Any = None) -> None:
+    """SIGTERM one process of ours and wait for it; SIGKILL after `timeout`."""
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    killed = False
+    while pid_alive(pid):
+        if not killed and time.monotonic() > deadline:
+            if log:
+                log(f"pid {pid} ignored SIGTERM for {timeout:.0f}s; sending SIGKILL")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            killed = True
+        time.sleep(0.05)
+    # Reap it when it is our child (tests start daemons in-process).
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def pid_file_locked(path: Path) -> bool:
+    """Whether a process holds the POSIX lock a Ceph daemon takes on its pid file."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
 
 
 def proc_cmdline(pid: int) -> list[str]:
@@ -285,15 +342,7 @@ class DevCluster:
 
     def _daemon_pid(self, daemon: str) -> int | None:
         """The pid of one of our daemons if it runs: pid file here AND cmdline names our conf."""
-        try:
-            pid = int(self.pid_file(daemon).read_text().strip())
-        except (OSError, ValueError):
-            return None
-        if not pid_alive(pid):
-            return None
-        if str(self.conf_path) not in proc_cmdline(pid):
-            return None  # a recycled pid: not ours
-        return pid
+        return pid_from_file(self.pid_file(daemon), str(self.conf_path))
 
     def osd_pid(self, osd_id: int) -> int | None:
         return self._daemon_pid(f"osd.{osd_id}")
@@ -310,7 +359,16 @@ class DevCluster:
     def _start_daemon(self, kind: str, ident: str) -> None:
         binary = {"mon": "ceph-mon", "mgr": "ceph-mgr", "osd": "ceph-osd"}[kind]
         # The daemons fork into the background themselves and write their pid files.
-        self._run([binary, "-c", str(self.conf_path), "-i", ident], timeout=120)
+        for attempt in range(3):
+            try:
+                self._run([binary, "-c", str(self.conf_path), "-i", ident], timeout=120)
+                break
+            except DevClusterError as exc:
+                # The previous instance's last threads can hold the pid-file lock for a moment
+                # after it was reaped.
+                if "failed to lock pidfile" not in str(exc) or attempt == 2:
+                    raise
+                time.sleep(1)
         deadline = time.monotonic() + 30
         while self._daemon_pid(f"{kind}.{ident}") is None:
             if time.monotonic() > deadline:
@@ -323,14 +381,9 @@ class DevCluster:
         pid = self._daemon_pid(daemon)
         if pid is None:
             return False
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while pid_alive(pid):
-            if time.monotonic() > deadline:
-                self._log(f"devcluster: {daemon} (pid {pid}) ignored SIGTERM; sending SIGKILL")
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                deadline = time.monotonic() + 10
+        terminate(pid, timeout, log=self._log)
+        deadline = time.monotonic() + 10
+        while pid_file_locked(self.pid_file(daemon)) and time.monotonic() < deadline:
             time.sleep(0.05)
         return True
 
@@ -408,6 +461,8 @@ mon_warn_on_pool_no_redundancy = false
 mon_data_avail_warn = 2
 mon_data_avail_crit = 1
 mon_max_pg_per_osd = 1000
+# PG stats every second: waiting for active+clean after an OSD restart takes ~1 s, not ~5 s.
+mgr_stats_period = 1
 # Only what the product needs: `restful` (a default) would listen on all addresses.
 mgr_initial_modules = iostat
 

@@ -11,11 +11,9 @@ processes whose pid files are there and whose command line names that state dir.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -28,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from cephscope.deploy.devcluster import pid_alive, port_is_free, proc_cmdline
+from cephscope.deploy.devcluster import pid_from_file, port_is_free, terminate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ALERTS_DIR = REPO_ROOT / "alerts"
@@ -247,16 +245,8 @@ class Stack:
         return self.state_dir / "run" / f"{component.name}.pid"
 
     def _pid(self, component: Component) -> int | None:
-        try:
-            pid = int(self._pid_file(component).read_text().strip())
-        except (OSError, ValueError):
-            return None
-        if not pid_alive(pid):
-            return None
         listen = f"--web.listen-address=127.0.0.1:{self.port(component.port_offset)}"
-        if listen not in proc_cmdline(pid):
-            return None  # a recycled pid: not ours
-        return pid
+        return pid_from_file(self._pid_file(component), listen)
 
     def running(self) -> dict[str, int]:
         return {c.name: pid for c in self._components() if (pid := self._pid(c))}
@@ -342,16 +332,7 @@ class Stack:
             pid = running.get(component.name)
             if pid is None:
                 continue
-            os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 15
-            while pid_alive(pid):
-                if time.monotonic() > deadline:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                time.sleep(0.05)
-            # Reap it when it was our child (tests start the stack in-process).
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
+            terminate(pid, 15, log=self._log)
         for component in self._components():
             self._pid_file(component).unlink(missing_ok=True)
         return sorted(running)
