@@ -10,7 +10,7 @@ venv="${CEPHSCOPE_VENV:-$repo_root/.venv}"
 debian_packages=(
     ceph-mon ceph-mgr ceph-osd ceph-common python3-rados python3-rbd
     prometheus prometheus-alertmanager prometheus-node-exporter
-    fio python3-venv util-linux iproute2
+    fio python3-venv util-linux iproute2 curl
 )
 
 missing=()
