@@ -74,17 +74,17 @@ class FakeMon(MonClient):
 
 
 @pytest.fixture()
-def root(tmp_path: Path) -> Path:
+def root(sysfs_host1: Path, tmp_path: Path) -> Path:
     """A private copy of the fixture tree: tests add data dirs and st_dev links to it."""
     dest = tmp_path / "host1"
-    shutil.copytree(FIXTURES / "sysfs" / "host1", dest, symlinks=True)
+    shutil.copytree(sysfs_host1, dest, symlinks=True)
     return dest
 
 
 @pytest.fixture()
-def tree() -> Path:
-    """The checked-in fixture tree, read-only."""
-    return FIXTURES / "sysfs" / "host1"
+def tree(sysfs_host1: Path) -> Path:
+    """The fixture tree, read-only."""
+    return sysfs_host1
 
 
 @pytest.fixture()

@@ -14,16 +14,16 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs" / "host1"
 
 
 @pytest.fixture()
-def tree() -> Path:
-    """The checked-in fixture tree, read-only."""
-    return FIXTURE
+def tree(sysfs_host1: Path) -> Path:
+    """The fixture tree, read-only."""
+    return sysfs_host1
 
 
 @pytest.fixture()
-def writable_tree(tmp_path: Path) -> Path:
+def writable_tree(sysfs_host1: Path, tmp_path: Path) -> Path:
     """A private copy of the fixture tree (for tests that add or remove links)."""
     root = tmp_path / "host1"
-    shutil.copytree(FIXTURE, root, symlinks=True)
+    shutil.copytree(sysfs_host1, root, symlinks=True)
     return root
 
 

@@ -1,0 +1,25 @@
+"""Shared unit-test fixtures."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SYSFS_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
+
+
+@pytest.fixture(scope="session")
+def sysfs_host1(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sysfs fixture tree as build_tree.py writes it.
+
+    Built afresh rather than read from the checked-in copy: git keeps no empty directories,
+    and sysfs meaning lives in some (`mq/N` counts hardware queues, empty `holders/`)."""
+    spec = importlib.util.spec_from_file_location("build_tree", SYSFS_FIXTURES / "build_tree.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    root = tmp_path_factory.mktemp("sysfs") / "host1"
+    module.build(str(root))
+    return root
