@@ -349,23 +349,22 @@ class Stack:
 
     # ---- queries ---------------------------------------------------------------------------
 
+    def _api(self, path: str, params: dict[str, str]) -> list[dict[str, Any]]:
+        body = http_get(f"{self.prometheus_url}/api/v1/{path}?{urllib.parse.urlencode(params)}", 30)
+        reply = json.loads(body)
+        if reply.get("status") != "success":
+            raise StackError(f"query failed: {params['query']}: {reply.get('error')}")
+        return reply["data"]["result"]
+
     def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
         params = {"query": promql}
         if at is not None:
             params["time"] = f"{at:.3f}"
-        body = http_get(self.prometheus_url + "/api/v1/query?" + urllib.parse.urlencode(params), 30)
-        reply = json.loads(body)
-        if reply.get("status") != "success":
-            raise StackError(f"query failed: {promql}: {reply.get('error')}")
-        return reply["data"]["result"]
+        return self._api("query", params)
 
     def query_range(self, promql: str, start: float, end: float, step: float = 5) -> list[dict[str, Any]]:
         params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": str(step)}
-        body = http_get(self.prometheus_url + "/api/v1/query_range?" + urllib.parse.urlencode(params), 30)
-        reply = json.loads(body)
-        if reply.get("status") != "success":
-            raise StackError(f"query failed: {promql}: {reply.get('error')}")
-        return reply["data"]["result"]
+        return self._api("query_range", params)
 
     def wait_for_series(self, promql: str, timeout: float = 60) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cephscope.exporter.asok import AsokClient, AsokError, decode_response
+from cephscope.runner.benchmarks.base import ClusterAccess
 
 CONFIG_SECTION = "osd"
 Log = Callable[[str], None]
@@ -91,12 +92,7 @@ class CephCli:
         if ret != 0:
             name = errno.errorcode.get(-ret, str(ret))
             raise CephError(f"`ceph {prefix}` failed: {name} {outs.strip()}".rstrip())
-        if not outb.strip():
-            return None
-        try:
-            return json.loads(outb)
-        except ValueError as exc:
-            raise CephError(f"`ceph {prefix}` returned invalid JSON: {outb[:80]!r}") from exc
+        return _decode_json(prefix, outb)
 
     def close(self) -> None:
         with self._lock:
@@ -107,11 +103,11 @@ class CephCli:
     # ---- the ceph CLI --------------------------------------------------------------------------
 
     def argv(self, *args: str) -> list[str]:
-        argv = [self.ceph_bin, "-c", str(self.conf_path), "-n", self.client_name,
-                "--connect-timeout", "15"]
-        if self.keyring_path is not None:
-            argv += ["-k", str(self.keyring_path)]
-        return [*argv, *args]
+        return [self.ceph_bin, *self.access().common_args(), "--connect-timeout", "15", *args]
+
+    def access(self) -> ClusterAccess:
+        """The same identity, as benchmarks take it."""
+        return ClusterAccess(self.conf_path, self.client_name, self.keyring_path)
 
     def run(self, *args: str, timeout: float | None = None) -> str:
         argv = self.argv(*args)
@@ -128,13 +124,17 @@ class CephCli:
         return proc.stdout
 
     def json(self, *args: str, timeout: float | None = None) -> Any:
-        out = self.run(*args, "--format", "json", timeout=timeout)
-        if not out.strip():
-            return None
-        try:
-            return json.loads(out)
-        except ValueError as exc:
-            raise CephError(f"`ceph {' '.join(args)}` returned invalid JSON: {out[:80]!r}") from exc
+        return _decode_json(" ".join(args), self.run(*args, "--format", "json", timeout=timeout))
+
+
+def _decode_json(command: str, out: str | bytes) -> Any:
+    """A ceph command's JSON reply; None when it printed nothing."""
+    if not out.strip():
+        return None
+    try:
+        return json.loads(out)
+    except ValueError as exc:
+        raise CephError(f"`ceph {command}` returned invalid JSON: {out[:80]!r}") from exc
 
 
 # --------------------------------------------------------------------------- values

@@ -300,7 +300,7 @@ class Sweep:
         interrupted = False
         ran_steps = False
         try:
-            with _signals_raise_interrupted():
+            with _signals_handled(_raise_interrupted):
                 saved = rd.read_pre_sweep_config()
                 if saved is not None:
                     self.snapshot = ConfigSnapshot.from_dict(saved)
@@ -321,7 +321,7 @@ class Sweep:
             interrupted = True
             self.log("interrupted: restoring the cluster's pre-sweep state")
         finally:
-            with _signals_deferred():
+            with _signals_handled(_report_restoring):
                 self._finish(plan)
         if interrupted:
             return 130
@@ -516,15 +516,12 @@ def format_duration(seconds: float) -> str:
 
 
 @contextlib.contextmanager
-def _signals_raise_interrupted() -> Iterator[None]:
-    """SIGTERM and SIGINT raise Interrupted in the main thread (so `finally` restores)."""
+def _signals_handled(handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """SIGTERM and SIGINT go to `handler` inside the block (main thread only: elsewhere Python
+    cannot install handlers, and the defaults stay)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def handler(signum: int, frame: Any) -> None:
-        raise Interrupted(signal.Signals(signum).name)
-
     old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
@@ -533,22 +530,14 @@ def _signals_raise_interrupted() -> Iterator[None]:
             signal.signal(s, h)
 
 
-@contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
+def _raise_interrupted(signum: int, frame: Any) -> None:
+    """Make Ctrl-C/SIGTERM raise Interrupted (so `finally` restores the cluster)."""
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def _report_restoring(signum: int, frame: Any) -> None:
     """While restoring: a second Ctrl-C/SIGTERM is reported, not obeyed (restore must finish)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: Any) -> None:
-        print("cephscope: restoring the cluster, please wait", file=sys.stderr, flush=True)
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+    print("cephscope: restoring the cluster, please wait", file=sys.stderr, flush=True)
 
 
 class Progress:
