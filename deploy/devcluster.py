@@ -19,12 +19,9 @@ Layout of the state dir:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -33,6 +30,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from cephscope.deploy.placement import (
+    HOST_RELEASE,
+    DevHost,
+    Placement,
+    PlacementError,
+    Release,
+    this_machine,
+)
+from cephscope.deploy.procs import pid_file_locked, pid_from_file, port_is_free, terminate
 
 STATE_FILE = "state.json"
 MON_ID = "a"
@@ -78,6 +85,7 @@ class ClusterState:
     device_class: str
     osd_size_gib: int
     osds: list[OsdBacking] = field(default_factory=list)
+    release: str = HOST_RELEASE.name
 
     @classmethod
     def load(cls, path: Path) -> ClusterState:
@@ -89,95 +97,6 @@ class ClusterState:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
         tmp.replace(path)
-
-
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie is not alive for our purposes -- but a leader thread can be a zombie while the
-    # process's other threads still run (and still hold the OSD's pid-file lock): the process
-    # is alive while any of its threads is not a zombie.
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except OSError:
-        return False
-    for task in tasks:
-        try:
-            stat = (task / "stat").read_text()
-        except OSError:
-            continue
-        if stat.rsplit(")", 1)[1].split()[0] != "Z":
-            return True
-    return False
-
-
-def pid_from_file(pid_file: Path, cmdline_must_contain: str) -> int | None:
-    """The live pid recorded in pid_file, if its command line names `cmdline_must_contain`
-    (a pid file can outlive its process and the pid be recycled by a stranger)."""
-    try:
-        pid = int(pid_file.read_text().strip())
-    except (OSError, ValueError):
-        return None
-    if not pid_alive(pid) or cmdline_must_contain not in proc_cmdline(pid):
-        return None
-    return pid
-
-
-def terminate(pid: int, timeout: float, log: Any = None) -> None:
-    """SIGTERM one process of ours and wait for it; SIGKILL after `timeout`."""
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    killed = False
-    while pid_alive(pid):
-        if not killed and time.monotonic() > deadline:
-            if log:
-                log(f"pid {pid} ignored SIGTERM for {timeout:.0f}s; sending SIGKILL")
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            killed = True
-        time.sleep(0.05)
-    # Reap it when it is our child (tests start daemons in-process).
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-
-
-def pid_file_locked(path: Path) -> bool:
-    """Whether a process holds the POSIX lock a Ceph daemon takes on its pid file."""
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except OSError:
-        return False
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    else:
-        fcntl.lockf(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
-def proc_cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
 
 
 class DevCluster:
@@ -205,6 +124,12 @@ class DevCluster:
         self.backing = backing
         self.device_class = device_class
         self._log = log or (lambda msg: print(msg, flush=True))
+        # Where each process runs and from which release (deploy/placement.py). The single-host
+        # cluster runs everything on this machine from its own packages.
+        self.release: Release = HOST_RELEASE
+        self.admin_host: DevHost = this_machine()
+        self.hosts: list[DevHost] = [self.admin_host]
+        self.placement = Placement(self.state_dir)
         existing = self.state_dir / STATE_FILE
         if existing.exists():
             # The state dir's own record wins over constructor defaults.
@@ -236,6 +161,10 @@ class DevCluster:
         return self.state_dir / STATE_FILE
 
     @property
+    def mon_addr(self) -> str:
+        return self.host_of(f"mon.{MON_ID}").public_addr
+
+    @property
     def mon_port(self) -> int:
         return self.port_base
 
@@ -263,39 +192,66 @@ class DevCluster:
 
     # ---- command helpers -------------------------------------------------------------------
 
+    def host_of(self, daemon: str) -> DevHost:
+        """The host a daemon ("mon.a", "osd.3") runs on: mon and mgr on the first host, OSDs
+        round-robin across hosts."""
+        kind, _, ident = daemon.partition(".")
+        if kind == "osd":
+            return self.hosts[int(ident) % len(self.hosts)]
+        return self.hosts[0]
+
+    def admin_command(self, argv: Sequence[str]) -> list[str]:
+        """The argv that runs a client tool of this cluster's release from the admin host."""
+        return self.placement.command(self.admin_host, self.release, argv)
+
     def ceph_argv(self, *args: str) -> list[str]:
-        return ["ceph", "-c", str(self.conf_path), "--connect-timeout", "15", *args]
+        return self.admin_command(["ceph", "-c", str(self.conf_path), "--connect-timeout", "15", *args])
 
     def rados_argv(self, *args: str) -> list[str]:
-        return ["rados", "-c", str(self.conf_path), *args]
+        return self.admin_command(["rados", "-c", str(self.conf_path), *args])
 
     def rbd_argv(self, *args: str) -> list[str]:
-        return ["rbd", "-c", str(self.conf_path), *args]
+        return self.admin_command(["rbd", "-c", str(self.conf_path), *args])
 
     def env(self) -> dict[str, str]:
         """Environment for tools that read CEPH_CONF (fio's rbd engine)."""
         return {**os.environ, "CEPH_CONF": str(self.conf_path)}
 
+    def _run_on(
+        self,
+        host: DevHost,
+        argv: Sequence[str],
+        timeout: float = 60,
+        input_bytes: bytes | None = None,
+    ) -> subprocess.CompletedProcess[bytes]:
+        """Run a command of this cluster's release on `host` (the one way processes start)."""
+        try:
+            return self.placement.run(host, self.release, argv, timeout=timeout, input_bytes=input_bytes)
+        except PlacementError as exc:
+            raise DevClusterError(str(exc)) from exc
+
     def _run(
         self, argv: Sequence[str], timeout: float = 60, input_bytes: bytes | None = None
     ) -> subprocess.CompletedProcess[bytes]:
+        """Run a command of this cluster's release on the admin host."""
+        return self._run_on(self.admin_host, argv, timeout=timeout, input_bytes=input_bytes)
+
+    def _run_here(self, argv: Sequence[str], timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
+        """Run one of this machine's own tools (losetup) outside any namespace or release root."""
         try:
-            proc = subprocess.run(
-                list(argv), capture_output=True, timeout=timeout, input=input_bytes, check=False
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise DevClusterError(f"{argv[0]} timed out after {timeout:.0f}s: {' '.join(argv)}") from exc
-        if proc.returncode != 0:
-            tail = proc.stderr.decode(errors="replace").strip().splitlines()[-3:]
-            raise DevClusterError(f"{' '.join(argv)} failed ({proc.returncode}): {' | '.join(tail)}")
-        return proc
+            return self.placement.run(self.admin_host, HOST_RELEASE, argv, timeout=timeout)
+        except PlacementError as exc:
+            raise DevClusterError(str(exc)) from exc
+
+    def _ceph_cmd(self, *args: str) -> list[str]:
+        return ["ceph", "-c", str(self.conf_path), "--connect-timeout", "15", *args]
 
     def ceph_json(self, *args: str, timeout: float = 60) -> Any:
-        out = self._run(self.ceph_argv(*args, "--format", "json"), timeout=timeout).stdout
+        out = self._run(self._ceph_cmd(*args, "--format", "json"), timeout=timeout).stdout
         return json.loads(out) if out.strip() else None
 
     def ceph(self, *args: str, timeout: float = 60) -> str:
-        return self._run(self.ceph_argv(*args), timeout=timeout).stdout.decode()
+        return self._run(self._ceph_cmd(*args), timeout=timeout).stdout.decode()
 
     # ---- preflight -------------------------------------------------------------------------
 
@@ -361,7 +317,11 @@ class DevCluster:
         # The daemons fork into the background themselves and write their pid files.
         for attempt in range(3):
             try:
-                self._run([binary, "-c", str(self.conf_path), "-i", ident], timeout=120)
+                self._run_on(
+                    self.host_of(f"{kind}.{ident}"),
+                    [binary, "-c", str(self.conf_path), "-i", ident],
+                    timeout=120,
+                )
                 break
             except DevClusterError as exc:
                 # The previous instance's last threads can hold the pid-file lock for a moment
@@ -434,7 +394,7 @@ class DevCluster:
 # Written by `cephscope devcluster`; everything lives under {s}.
 [global]
 fsid = {self._fsid}
-mon_host = v2:127.0.0.1:{self.mon_port}
+mon_host = v2:{self.mon_addr}:{self.mon_port}
 public_network = 127.0.0.1/32
 public_addr = 127.0.0.1
 ms_bind_msgr1 = false
@@ -560,7 +520,7 @@ log_file = {s}/log/$cluster-$name.$pid.log
                 self._fsid,
                 "--addv",
                 MON_ID,
-                f"[v2:127.0.0.1:{self.mon_port}]",
+                f"[v2:{self.mon_addr}:{self.mon_port}]",
                 str(monmap),
             ]
         )
@@ -586,7 +546,7 @@ log_file = {s}/log/$cluster-$name.$pid.log
         mgr_dir = self.state_dir / "mgr" / f"ceph-{MGR_ID}"
         mgr_dir.mkdir(parents=True, exist_ok=True)
         self._run(
-            self.ceph_argv(
+            self._ceph_cmd(
                 "auth",
                 "get-or-create",
                 f"mgr.{MGR_ID}",
@@ -603,7 +563,7 @@ log_file = {s}/log/$cluster-$name.$pid.log
         self._start_daemon("mgr", MGR_ID)
 
     def _attach_loop(self, image: Path) -> str:
-        proc = self._run(["losetup", "--find", "--show", str(image)])
+        proc = self._run_here(["losetup", "--find", "--show", str(image)])
         device = proc.stdout.decode().strip()
         rotational = "1" if self.device_class == "hdd" else "0"
         name = Path(device).name
@@ -619,7 +579,7 @@ log_file = {s}/log/$cluster-$name.$pid.log
             osd_uuid = str(uuid.uuid4())
             secret = self._run(["ceph-authtool", "--gen-print-key"]).stdout.decode().strip()
             inbuf = json.dumps({"cephx_secret": secret}).encode()
-            out = self._run(self.ceph_argv("osd", "new", osd_uuid, "-i", "-"), input_bytes=inbuf)
+            out = self._run(self._ceph_cmd("osd", "new", osd_uuid, "-i", "-"), input_bytes=inbuf)
             osd_id = int(out.stdout.decode().strip())
             data = self.osd_data(osd_id)
             data.mkdir(parents=True, exist_ok=True)
@@ -661,7 +621,7 @@ log_file = {s}/log/$cluster-$name.$pid.log
                 argv += ["--bluestore-block-path", backing.loop_device]
             else:
                 argv += ["--bluestore-block-path", backing.image, "--bluestore-block-create"]
-            self._run(argv, timeout=300)
+            self._run_on(self.host_of(f"osd.{backing.osd_id}"), argv, timeout=300)
 
         with ThreadPoolExecutor(max_workers=self.num_osds) as pool:
             list(pool.map(mkfs, osds))
@@ -677,12 +637,10 @@ log_file = {s}/log/$cluster-$name.$pid.log
         self.ceph("osd", "pool", "create", self.bench_pool, "32", "32", "replicated")
         self.ceph("osd", "pool", "application", "enable", self.bench_pool, "rados")
         self.ceph("osd", "pool", "create", self.rbd_pool, "32", "32", "replicated")
-        self._run(self.rbd_argv("pool", "init", self.rbd_pool))
-        self._run(
-            self.rbd_argv(
-                "create", "--size", str(self.rbd_image_size_mib), f"{self.rbd_pool}/{self.rbd_image}"
-            )
-        )
+        rbd = ["rbd", "-c", str(self.conf_path)]
+        self._run([*rbd, "pool", "init", self.rbd_pool])
+        image = f"{self.rbd_pool}/{self.rbd_image}"
+        self._run([*rbd, "create", "--size", str(self.rbd_image_size_mib), image])
 
     def _start_existing(self) -> None:
         state = self.load_state()
@@ -797,7 +755,7 @@ log_file = {s}/log/$cluster-$name.$pid.log
         result: dict[str, Any] = {
             "state_dir": str(self.state_dir),
             "fsid": state.fsid,
-            "mon": f"v2:127.0.0.1:{self.mon_port}",
+            "mon": f"v2:{self.mon_addr}:{self.mon_port}",
             "msgr_ports": "{}-{}".format(*self.msgr_port_range),
             "backing": state.backing,
             "daemons": {name: running.get(name) for name in self._daemon_names()},
@@ -848,7 +806,7 @@ log_file = {s}/log/$cluster-$name.$pid.log
             self._log(f"devcluster: {device} now backs {backing_file}; leaving it alone")
             return
         try:
-            self._run(["losetup", "--detach", device])
+            self._run_here(["losetup", "--detach", device])
         except DevClusterError as exc:
             self._log(f"devcluster: {exc}")
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from cephscope.deploy.devcluster import pid_from_file, port_is_free, terminate
+from cephscope.deploy.procs import pid_from_file, port_is_free, terminate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ALERTS_DIR = REPO_ROOT / "alerts"

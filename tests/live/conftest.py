@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from cephscope.deploy.devcluster import DevCluster, port_is_free
+from cephscope.deploy.devcluster import DevCluster
+from cephscope.deploy.procs import port_is_free
 from cephscope.deploy.stack import Stack
 
 

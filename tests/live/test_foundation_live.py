@@ -8,7 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from cephscope.deploy.devcluster import DevCluster, pid_alive
+from cephscope.deploy.devcluster import DevCluster
+from cephscope.deploy.procs import pid_alive
 from cephscope.deploy.stack import Stack
 from tests.live.conftest import free_port_base
 

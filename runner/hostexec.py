@@ -1,0 +1,134 @@
+"""Running commands on a host: this machine, or another one over SSH.
+
+Everything the runner runs on a host — benchmarks on clients, knobs and cache drops on OSD
+hosts, restarts, environment capture — goes through a `HostExec`, so the runner has one way to
+reach a host and never knows whether that host is a real machine or a network namespace.
+
+SSH is the OpenSSH client binary, so the user's ~/.ssh/config, agent, ProxyJump and
+known_hosts apply. The remote side hands the command line to a shell: every argv element is
+quoted with `shlex.quote`, so a value from a spec is one argument there as it is here.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+LOCAL_HOST_NAMES = ("local", "localhost")
+
+
+class HostExecError(RuntimeError):
+    """A command could not run on a host, or failed there; the message names the host."""
+
+
+class HostExec(Protocol):
+    name: str
+
+    def argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+        """The local argv that runs `argv` on this host."""
+        ...
+
+    def run(self, argv: Sequence[str], *, timeout: float, input: bytes | None = None,
+            check: bool = True, env: Mapping[str, str] | None = None,
+            ) -> subprocess.CompletedProcess[bytes]:
+        ...
+
+    def popen(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
+              **kwargs: Any) -> subprocess.Popen[bytes]:
+        ...
+
+
+def _with_env(argv: Sequence[str], env: Mapping[str, str] | None) -> list[str]:
+    """`env K=V … argv`: environment for the command alone, the same locally and remotely."""
+    if not env:
+        return list(argv)
+    return ["env", *(f"{key}={value}" for key, value in env.items()), *argv]
+
+
+def _run(host: str, local_argv: list[str], shown: Sequence[str], timeout: float,
+         input: bytes | None, check: bool) -> subprocess.CompletedProcess[bytes]:
+    try:
+        proc = subprocess.run(local_argv, capture_output=True, timeout=timeout, input=input,
+                              check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise HostExecError(f"{host}: timed out after {timeout:.0f}s: {shlex.join(shown)}") from exc
+    except OSError as exc:
+        raise HostExecError(f"{host}: cannot run {local_argv[0]}: {exc.strerror}") from exc
+    if check and proc.returncode != 0:
+        tail = " | ".join(proc.stderr.decode(errors="replace").strip().splitlines()[-3:])
+        raise HostExecError(f"{host}: {shlex.join(shown)} failed ({proc.returncode}): {tail}")
+    return proc
+
+
+@dataclass
+class LocalHost:
+    """This machine."""
+
+    name: str = "local"
+
+    def argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+        return _with_env(argv, env)
+
+    def run(self, argv: Sequence[str], *, timeout: float, input: bytes | None = None,
+            check: bool = True, env: Mapping[str, str] | None = None,
+            ) -> subprocess.CompletedProcess[bytes]:
+        return _run(self.name, self.argv(argv, env), argv, timeout, input, check)
+
+    def popen(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
+              **kwargs: Any) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(self.argv(argv, env), **kwargs)
+
+
+@dataclass
+class SshHost:
+    """Another host, reached with the OpenSSH client: BatchMode (never a password prompt), a
+    connect timeout, and one multiplexed master connection per host (ControlMaster)."""
+
+    name: str
+    user: str | None = None
+    port: int | None = None
+    identity_file: Path | None = None
+    options: Sequence[str] = field(default_factory=tuple)  # extra `-o Key=Value` settings
+    control_dir: Path | None = None
+    connect_timeout: int = 10
+    ssh_bin: str = "ssh"
+
+    def ssh_argv(self) -> list[str]:
+        """`ssh … host --`: everything but the remote command."""
+        argv = [self.ssh_bin, "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}"]
+        if self.control_dir is not None:
+            argv += ["-o", "ControlMaster=auto", "-o", "ControlPersist=60",
+                     "-o", f"ControlPath={self.control_dir}/%C"]
+        for option in self.options:
+            argv += ["-o", option]
+        if self.user:
+            argv += ["-l", self.user]
+        if self.port:
+            argv += ["-p", str(self.port)]
+        if self.identity_file:
+            argv += ["-i", str(self.identity_file)]
+        return [*argv, self.name, "--"]
+
+    def argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+        # ssh joins its arguments with spaces for the remote shell: hand it one quoted line.
+        return [*self.ssh_argv(), shlex.join(_with_env(argv, env))]
+
+    def run(self, argv: Sequence[str], *, timeout: float, input: bytes | None = None,
+            check: bool = True, env: Mapping[str, str] | None = None,
+            ) -> subprocess.CompletedProcess[bytes]:
+        return _run(self.name, self.argv(argv, env), argv, timeout, input, check)
+
+    def popen(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
+              **kwargs: Any) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(self.argv(argv, env), **kwargs)
+
+
+def host_exec(name: str | None, **ssh_settings: Any) -> HostExec:
+    """The HostExec for a host name from a spec or flag: local names run here, others over SSH."""
+    if not name or name in LOCAL_HOST_NAMES:
+        return LocalHost()
+    return SshHost(name, **ssh_settings)

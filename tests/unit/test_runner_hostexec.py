@@ -1,0 +1,45 @@
+"""HostExec: argv building and quoting. The SSH quoting is checked by handing the remote line to
+a real shell, as sshd does, and comparing the argv that arrives."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cephscope.runner.hostexec import HostExecError, LocalHost, SshHost, host_exec
+
+HOSTILE = ["a b", "$(touch /tmp/cephscope-pwned)", "`id`", "x;y", "'q'", '"d"', "*", "{id}", "", "\\n"]
+
+
+def test_local_run_passes_argv_unchanged():
+    proc = LocalHost().run([sys.executable, "-c", "import sys,json;print(json.dumps(sys.argv[1:]))",
+                            *HOSTILE], timeout=30)
+    assert json.loads(proc.stdout) == HOSTILE
+
+
+def test_local_env_and_failure_names_host():
+    proc = LocalHost().run([sys.executable, "-c", "import os;print(os.environ['K'])"], timeout=30,
+                           env={"K": "v w"})
+    assert proc.stdout.decode().strip() == "v w"
+    with pytest.raises(HostExecError, match=r"^local: .*failed \(3\)"):
+        LocalHost().run([sys.executable, "-c", "raise SystemExit(3)"], timeout=30)
+
+
+def test_ssh_remote_line_is_one_quoted_argv(tmp_path):
+    host = SshHost("client1", user="ceph", port=2222, identity_file=tmp_path / "id",
+                   control_dir=tmp_path, options=["StrictHostKeyChecking=yes"])
+    argv = host.argv([sys.executable, "-c", "import sys,json;print(json.dumps(sys.argv[1:]))", *HOSTILE])
+    assert argv[0] == "ssh" and "BatchMode=yes" in argv and argv[-3:-1] == ["client1", "--"]
+    assert argv[argv.index("-l"):argv.index("-l") + 2] == ["-l", "ceph"]
+    # sshd runs the remote line with the user's shell: do the same here.
+    out = subprocess.run(["sh", "-c", argv[-1]], capture_output=True, check=True)
+    assert json.loads(out.stdout) == HOSTILE
+
+
+def test_host_exec_local_names():
+    assert isinstance(host_exec(None), LocalHost)
+    assert isinstance(host_exec("localhost"), LocalHost)
+    assert isinstance(host_exec("osd-host-1", user="root"), SshHost)
