@@ -14,42 +14,24 @@ Series (see docs/metrics.md, section "Runner"):
     cephscope_step_baseline_latency_seconds{run, step, mode, stat, baseline_run}   with --baseline
     cephscope_step_baseline_iops{run, step, mode, baseline_run}
 
-Rendered by hand (text format 0.0.4): the label set of step_info depends on the sweep's axes,
-and series must disappear the moment a step ends, which a registry of fixed metrics makes awkward.
+Served by prometheus_client from a custom collector: the label set of step_info depends on the
+sweep's axes, and series must disappear the moment a step ends, so every scrape builds the
+families afresh from the sweep's state instead of keeping registered metrics.
 """
 
 from __future__ import annotations
 
-import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from cephscope.runner.benchmarks.base import LiveSample
 from cephscope.runner.steps import Step, format_value
-
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-
-def escape_label_value(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _labels(pairs: Mapping[str, str]) -> str:
-    if not pairs:
-        return ""
-    inner = ",".join(f'{k}="{escape_label_value(str(v))}"' for k, v in pairs.items())
-    return "{" + inner + "}"
-
-
-def _num(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value))
 
 
 @dataclass
@@ -60,8 +42,8 @@ class _Running:
     baseline: dict[str, dict[str, float]] = field(default_factory=dict)  # mode -> figures
 
 
-class PhaseMetrics:
-    """Thread-safe state of the sweep, rendered as Prometheus text on demand."""
+class PhaseMetrics(Collector):
+    """Thread-safe state of the sweep; a prometheus_client collector of it."""
 
     def __init__(self, run_id: str, spec_name: str, axis_labels: Mapping[str, str],
                  benchmarks: list[str], total_steps: int, baseline_run: str | None = None) -> None:
@@ -121,7 +103,8 @@ class PhaseMetrics:
             labels[label] = format_value(step.axes[axis]) if axis in step.axes else ""
         return labels
 
-    def render(self) -> str:
+    def collect(self) -> Iterator[Metric]:
+        """prometheus_client's Collector protocol: the families as they stand now."""
         with self._lock:
             running = self._running
             starts = dict(self._starts)
@@ -131,33 +114,32 @@ class PhaseMetrics:
             live = dict(running.live) if running else {}
             mode = running.mode if running else ""
         run = {"run": self.run_id}
-        out: list[str] = []
 
-        def family(name: str, kind: str, help_text: str, rows: list[tuple[dict, float]]) -> None:
-            out.append(f"# HELP {name} {help_text}")
-            out.append(f"# TYPE {name} {kind}")
-            out.extend(f"{name}{_labels(lab)} {_num(val)}" for lab, val in rows)
+        def family(name: str, help_text: str, rows: list[tuple[dict[str, str], float]]) -> Metric:
+            metric = GaugeMetricFamily(name, help_text)
+            for labels, value in rows:
+                metric.add_sample(name, labels, float(value))
+            return metric
 
-        family("cephscope_run_info", "gauge", "The sweep run this runner executes.",
-               [({**run, "spec": self.spec_name, "benchmarks": ",".join(self.benchmarks),
-                  "steps": str(self.total_steps)}, 1.0)])
-        family("cephscope_run_steps", "gauge", "Steps of the run by state.",
-               [({**run, "state": "total"}, self.total_steps), ({**run, "state": "done"}, done),
-                ({**run, "state": "failed"}, failed)])
+        yield family("cephscope_run_info", "The sweep run this runner executes.",
+                     [({**run, "spec": self.spec_name, "benchmarks": ",".join(self.benchmarks),
+                        "steps": str(self.total_steps)}, 1.0)])
+        yield family("cephscope_run_steps", "Steps of the run by state.",
+                     [({**run, "state": "total"}, self.total_steps),
+                      ({**run, "state": "done"}, done), ({**run, "state": "failed"}, failed)])
         info_rows = []
         if running is not None:
             info_rows.append((self.step_info_labels(running.step, mode), 1.0))
-        family("cephscope_step_info", "gauge",
-               "1 while the step runs; labels: step params (sweep axes).", info_rows)
-        family("cephscope_step_start_timestamp_seconds", "gauge",
-               "Unix time the step's benchmark started.",
-               [({**run, "step": s}, t) for s, t in starts.items()])
-        family("cephscope_step_end_timestamp_seconds", "gauge",
-               "Unix time the step's benchmark ended.",
-               [({**run, "step": s}, t) for s, t in ends.items()])
-        family("cephscope_step_dead_time_seconds", "gauge",
-               "Seconds from applying the step's config to its benchmark start.",
-               [({**run, "step": s}, t) for s, t in dead.items()])
+        yield family("cephscope_step_info",
+                     "1 while the step runs; labels: step params (sweep axes).", info_rows)
+        yield family("cephscope_step_start_timestamp_seconds",
+                     "Unix time the step's benchmark started.",
+                     [({**run, "step": s}, t) for s, t in starts.items()])
+        yield family("cephscope_step_end_timestamp_seconds", "Unix time the step's benchmark ended.",
+                     [({**run, "step": s}, t) for s, t in ends.items()])
+        yield family("cephscope_step_dead_time_seconds",
+                     "Seconds from applying the step's config to its benchmark start.",
+                     [({**run, "step": s}, t) for s, t in dead.items()])
         ops_rows, bytes_rows, lat_rows = [], [], []
         if running is not None:
             for m, sample in live.items():
@@ -168,12 +150,13 @@ class PhaseMetrics:
                     bytes_rows.append((lab, sample.bytes_per_second))
                 if sample.latency_seconds is not None:
                     lat_rows.append((lab, sample.latency_seconds))
-        family("cephscope_client_ops_per_second", "gauge",
-               "Client operations per second as the benchmark tool reports them.", ops_rows)
-        family("cephscope_client_bytes_per_second", "gauge",
-               "Client bytes per second as the benchmark tool reports them.", bytes_rows)
-        family("cephscope_client_latency_seconds", "gauge",
-               "Client average latency over the last second as the tool reports it.", lat_rows)
+        yield family("cephscope_client_ops_per_second",
+                     "Client operations per second as the benchmark tool reports them.", ops_rows)
+        yield family("cephscope_client_bytes_per_second",
+                     "Client bytes per second as the benchmark tool reports them.", bytes_rows)
+        yield family("cephscope_client_latency_seconds",
+                     "Client average latency over the last second as the tool reports it.",
+                     lat_rows)
         base_lat, base_iops = [], []
         if running is not None and self.baseline_run:
             for m, figures in running.baseline.items():
@@ -185,64 +168,53 @@ class PhaseMetrics:
                         base_lat.append(({**lab, "stat": stat}, value))
                 if figures.get("iops") is not None:
                     base_iops.append((lab, figures["iops"]))
-        family("cephscope_step_baseline_latency_seconds", "gauge",
-               "The baseline run's latency for the running step (same step id).", base_lat)
-        family("cephscope_step_baseline_iops", "gauge",
-               "The baseline run's IOPS for the running step (same step id).", base_iops)
-        return "\n".join(out) + "\n"
+        yield family("cephscope_step_baseline_latency_seconds",
+                     "The baseline run's latency for the running step (same step id).", base_lat)
+        yield family("cephscope_step_baseline_iops",
+                     "The baseline run's IOPS for the running step (same step id).", base_iops)
+
+    def registry(self) -> CollectorRegistry:
+        """A registry holding only these families (no process/platform collectors)."""
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(self)
+        return registry
+
+    def render(self) -> str:
+        """The text exposition a scrape would get (prometheus_client's renderer)."""
+        return generate_latest(self.registry()).decode()
 
 
 class MetricsServer:
-    """Serves PhaseMetrics on 127.0.0.1 (never any other address)."""
+    """Serves PhaseMetrics with prometheus_client's HTTP server on 127.0.0.1 only."""
 
     def __init__(self, metrics: PhaseMetrics, port: int, host: str = "127.0.0.1") -> None:
         self.metrics = metrics
-        self.scrapes = 0
-        handler = self._handler_class()
-        try:
-            self.httpd = ThreadingHTTPServer((host, port), handler)
-        except OSError as exc:
-            raise OSError(f"runner metrics: cannot listen on {host}:{port}: {exc.strerror}") \
-                from exc
-        self.httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="runner-metrics",
-                                        daemon=True)
+        self.host = host
+        self.requested_port = port
+        self._httpd: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        if self._httpd is None:
+            raise RuntimeError("runner metrics: server not started")
+        host, port = self._httpd.server_address[:2]
+        return str(host), int(port)
 
     @property
     def port(self) -> int:
-        return int(self.httpd.server_address[1])
-
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path.split("?")[0] == "/metrics":
-                    body = server.metrics.render().encode()
-                    server.scrapes += 1
-                    ctype = CONTENT_TYPE
-                    code = 200
-                elif self.path == "/":
-                    body = b'<html><body><a href="/metrics">cephscope runner metrics</a>' \
-                           b"</body></html>\n"
-                    ctype, code = "text/html", 200
-                else:
-                    body, ctype, code = b"not found\n", "text/plain", 404
-                self.send_response(code)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass  # scrapes every few seconds would flood the sweep's output
-
-        return Handler
+        return self.address[1]
 
     def start(self) -> None:
-        self._thread.start()
+        try:
+            self._httpd, self._thread = start_http_server(self.requested_port, addr=self.host,
+                                                          registry=self.metrics.registry())
+        except OSError as exc:
+            raise OSError(f"runner metrics: cannot listen on {self.host}:{self.requested_port}: "
+                          f"{exc.strerror}") from exc
 
     def stop(self) -> None:
-        if self._thread.is_alive():  # shutdown() would wait forever for a loop never started
-            self.httpd.shutdown()
-        self.httpd.server_close()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None

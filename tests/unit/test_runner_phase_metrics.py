@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 from cephscope.runner.annotations import GrafanaAnnotator
 from cephscope.runner.benchmarks.base import LiveSample
@@ -28,48 +29,50 @@ def metrics(**kw: Any) -> PhaseMetrics:
     return PhaseMetrics("run1", "sweep.yaml", labels, ["radosbench"], 4, **kw)
 
 
-def samples(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line and not line.startswith("#")]
+def series(m: PhaseMetrics) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """name -> [(labels, value)] as a scraper reads the rendered text."""
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(m.render()):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return out
 
 
 def test_step_info_only_while_running():
     m = metrics()
-    assert not any(s.startswith("cephscope_step_info") for s in samples(m.render()))
+    assert "cephscope_step_info" not in series(m)
     m.start_step(step(), 1000.0, dead_time_seconds=9.5)
     m.set_mode("write")
     m.live_sample("write", LiveSample(timestamp=1001.0, ops_per_second=3500.0,
                                       bytes_per_second=14e6, latency_seconds=0.0045))
-    text = m.render()
-    lines = samples(text)
-    assert ('cephscope_step_info{run="run1",step="abc123def456",iteration="0",'
-            'benchmark="radosbench",mode="write",osd_op_num_shards="4",op_size="4096",'
-            'pool_profile=""} 1.0') in lines
-    assert 'cephscope_step_start_timestamp_seconds{run="run1",step="abc123def456"} 1000.0' \
-        in lines
-    assert 'cephscope_step_dead_time_seconds{run="run1",step="abc123def456"} 9.5' in lines
-    assert 'cephscope_client_ops_per_second{run="run1",step="abc123def456",mode="write"} ' \
-           '3500.0' in lines
-    assert 'cephscope_client_latency_seconds{run="run1",step="abc123def456",mode="write"} ' \
-           '0.0045' in lines
-    assert not any(s.startswith("cephscope_step_end_timestamp_seconds") for s in lines)
-    assert "# TYPE cephscope_step_info gauge" in text
+    got = series(m)
+    assert got["cephscope_step_info"] == [(
+        {"run": "run1", "step": "abc123def456", "iteration": "0", "benchmark": "radosbench",
+         "mode": "write", "osd_op_num_shards": "4", "op_size": "4096", "pool_profile": ""}, 1.0)]
+    window = {"run": "run1", "step": "abc123def456"}
+    assert got["cephscope_step_start_timestamp_seconds"] == [(window, 1000.0)]
+    assert got["cephscope_step_dead_time_seconds"] == [(window, 9.5)]
+    assert got["cephscope_client_ops_per_second"] == [({**window, "mode": "write"}, 3500.0)]
+    assert got["cephscope_client_latency_seconds"] == [({**window, "mode": "write"}, 0.0045)]
+    assert "cephscope_step_end_timestamp_seconds" not in got
+    assert "# TYPE cephscope_step_info gauge" in m.render()
 
     m.end_step(1010.0)
-    lines = samples(m.render())
-    assert not any(s.startswith(("cephscope_step_info", "cephscope_client_")) for s in lines)
-    assert 'cephscope_step_end_timestamp_seconds{run="run1",step="abc123def456"} 1010.0' in lines
+    got = series(m)
+    assert not any(name.startswith(("cephscope_step_info", "cephscope_client_")) for name in got)
+    assert got["cephscope_step_end_timestamp_seconds"] == [(window, 1010.0)]
     # the start stays published so queries over the run can find the window
-    assert any(s.startswith("cephscope_step_start_timestamp_seconds") for s in lines)
+    assert got["cephscope_step_start_timestamp_seconds"] == [(window, 1000.0)]
 
 
 def test_run_info_and_progress():
     m = metrics()
     m.set_progress(done=2, failed=1)
-    lines = samples(m.render())
-    assert ('cephscope_run_info{run="run1",spec="sweep.yaml",benchmarks="radosbench",'
-            'steps="4"} 1.0') in lines
-    assert 'cephscope_run_steps{run="run1",state="done"} 2.0' in lines
-    assert 'cephscope_run_steps{run="run1",state="failed"} 1.0' in lines
+    got = series(m)
+    assert got["cephscope_run_info"] == [({"run": "run1", "spec": "sweep.yaml",
+                                           "benchmarks": "radosbench", "steps": "4"}, 1.0)]
+    by_state = {lab["state"]: v for lab, v in got["cephscope_run_steps"]}
+    assert by_state == {"total": 4.0, "done": 2.0, "failed": 1.0}
 
 
 def test_baseline_series_while_step_runs():
@@ -77,32 +80,53 @@ def test_baseline_series_while_step_runs():
     m.start_step(step(), 1000.0, baseline={"write": {"iops": 3000.0,
                                                      "latency_avg_seconds": 0.005,
                                                      "latency_max_seconds": 0.05}})
-    lines = samples(m.render())
-    lab = 'run="run1",step="abc123def456",mode="write",baseline_run="base-run"'
-    assert f"cephscope_step_baseline_iops{{{lab}}} 3000.0" in lines
-    assert f'cephscope_step_baseline_latency_seconds{{{lab},stat="avg"}} 0.005' in lines
-    assert f'cephscope_step_baseline_latency_seconds{{{lab},stat="max"}} 0.05' in lines
-    assert not any('stat="p99"' in s for s in lines)  # rados bench has no p99: not invented
+    got = series(m)
+    lab = {"run": "run1", "step": "abc123def456", "mode": "write", "baseline_run": "base-run"}
+    assert got["cephscope_step_baseline_iops"] == [(lab, 3000.0)]
+    # rados bench has no p99: not invented
+    assert sorted(got["cephscope_step_baseline_latency_seconds"], key=lambda r: r[0]["stat"]) \
+        == [({**lab, "stat": "avg"}, 0.005), ({**lab, "stat": "max"}, 0.05)]
     m.end_step(1001.0)
-    assert not any("baseline" in s for s in samples(m.render()))
+    assert not any("baseline" in name for name in series(m))
 
 
 def test_label_values_are_escaped():
     m = PhaseMetrics('r"1', "a\\b\nc", {}, ["radosbench"], 1)
-    assert 'cephscope_run_info{run="r\\"1",spec="a\\\\b\\nc"' in m.render()
+    assert 'run="r\\"1"' in m.render() and 'spec="a\\\\b\\nc"' in m.render()
+    (labels, _), = series(m)["cephscope_run_info"]
+    assert labels["run"] == 'r"1' and labels["spec"] == "a\\b\nc"
 
 
-def test_server_serves_on_loopback_only():
+def test_exposition_parses_with_prometheus_client():
+    m = metrics(baseline_run="base")
+    m.start_step(step(), 1000.0, baseline={"read": {"iops": 10.0}})
+    m.set_mode("read")
+    families = {f.name: f for f in text_string_to_metric_families(m.render())}
+    assert families["cephscope_step_info"].type == "gauge"
+    (info,) = families["cephscope_step_info"].samples
+    assert info.labels["osd_op_num_shards"] == "4" and info.labels["mode"] == "read"
+    assert families["cephscope_step_baseline_iops"].samples[0].value == 10.0
+    # only the runner's own families: no process_/python_ collectors of a default registry
+    assert all(name.startswith("cephscope_") for name in families)
+
+
+def test_server_serves_on_loopback_only_with_gzip():
     m = metrics()
     server = MetricsServer(m, 0)
     server.start()
     try:
-        assert server.httpd.server_address[0] == "127.0.0.1"
-        resp = requests.get(f"http://127.0.0.1:{server.port}/metrics", timeout=5)
+        assert server.address[0] == "127.0.0.1"
+        url = f"http://127.0.0.1:{server.port}/metrics"
+        resp = requests.get(url, timeout=5, headers={"Accept-Encoding": "identity"})
         assert resp.status_code == 200
         assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
         assert "cephscope_run_info" in resp.text
-        assert requests.get(f"http://127.0.0.1:{server.port}/nope", timeout=5).status_code == 404
+        gz = requests.get(url, timeout=5, headers={"Accept-Encoding": "gzip"})
+        assert gz.headers.get("Content-Encoding") == "gzip" and "cephscope_run_info" in gz.text
+        om = requests.get(url, timeout=5,
+                          headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+        assert om.headers["Content-Type"].startswith("application/openmetrics-text")
+        assert om.text.rstrip().endswith("# EOF")
     finally:
         server.stop()
 
@@ -110,9 +134,11 @@ def test_server_serves_on_loopback_only():
 def test_server_port_in_use_is_a_clear_error():
     m = metrics()
     first = MetricsServer(m, 0)
+    first.start()
     try:
+        second = MetricsServer(m, first.port)
         with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{first.port}"):
-            MetricsServer(m, first.port)
+            second.start()
     finally:
         first.stop()
 
