@@ -9,12 +9,8 @@ otherwise.
 from __future__ import annotations
 
 import argparse
-import html
 import logging
 import sys
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 from cephscope import __version__
 from cephscope.exporter.asok import (
@@ -23,12 +19,16 @@ from cephscope.exporter.asok import (
     DEFAULT_TIMEOUT_SECONDS,
 )
 from cephscope.exporter.collectors import add_collector_arguments, enabled_collectors
-from cephscope.exporter.exposition import CONTENT_TYPE, render
+from cephscope.exporter.http import (
+    TIMEOUT_HEADER,
+    ExporterServer,
+    HttpSettings,
+    parse_listen_address,
+)
 from cephscope.exporter.scrape import Scraper, ScrapeSettings, tune_gc_for_scrapes
-from cephscope.exporter.webconfig import WebConfig, WebConfigError, load_web_config
+from cephscope.exporter.webconfig import WebConfigError, load_web_config
 
 DEFAULT_LISTEN_ADDRESS = "127.0.0.1:9967"
-TIMEOUT_HEADER = "X-Prometheus-Scrape-Timeout-Seconds"
 
 log = logging.getLogger("cephscope.exporter")
 
@@ -42,7 +42,19 @@ def build_parser() -> argparse.ArgumentParser:
     web = parser.add_argument_group("web")
     web.add_argument(
         "--web.listen-address", dest="listen_address", default=DEFAULT_LISTEN_ADDRESS,
-        metavar="HOST:PORT", help="address to listen on (default: %(default)s)",
+        metavar="HOST:PORT",
+        help="address to listen on; :PORT = every interface, [::]:PORT, HOST:PORT"
+        " (default: %(default)s)",
+    )
+    web.add_argument(
+        "--web.max-requests", dest="max_requests", type=int, default=40, metavar="N",
+        help="requests answered at once; more get 503 (default: %(default)s)",
+    )
+    web.add_argument(
+        "--web.read-header-timeout", dest="read_header_timeout", type=float, default=10.0,
+        metavar="SECONDS",
+        help="close a connection whose request header is not complete by then"
+        " (default: %(default)s)",
     )
     web.add_argument(
         "--web.telemetry-path", dest="telemetry_path", default="/metrics",
@@ -94,110 +106,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_listen_address(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"--web.listen-address {text!r}: expected HOST:PORT")
-    host = host.strip("[]") or "127.0.0.1"
-    return host, int(port)
-
-
-LANDING_PAGE = """<!DOCTYPE html>
-<html><head><title>cephscope exporter</title></head>
-<body><h1>cephscope exporter</h1>
-<p>Version {version}. Admin sockets in <code>{asok_dir}</code>.</p>
-<p><a href="{path}">Metrics</a></p>
-<p>Collectors: {collectors}</p>
-</body></html>
-"""
-
-
-class ExporterServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(
-        self,
-        address: tuple[str, int],
-        scraper: Scraper,
-        telemetry_path: str,
-        web_config: WebConfig,
-    ) -> None:
-        self.scraper = scraper
-        self.telemetry_path = telemetry_path
-        self.web_config = web_config
-        self.ssl_context = web_config.ssl_context()
-        super().__init__(address, _Handler)
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        # TLS handshake here, in the request's thread: a client that never completes its
-        # handshake must not block the accept loop.
-        if self.ssl_context is None:
-            super().finish_request(request, client_address)
-            return
-        request.settimeout(30)
-        tls = self.ssl_context.wrap_socket(request, server_side=True)
-        try:
-            super().finish_request(tls, client_address)
-        finally:
-            tls.close()
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        log.debug("request from %s failed", client_address, exc_info=True)
-
-    def landing_page(self) -> bytes:
-        names = ", ".join(html.escape(c.name) for c in self.scraper.collectors) or "none"
-        return LANDING_PAGE.format(
-            version=html.escape(__version__),
-            asok_dir=html.escape(self.scraper.settings.asok_dir),
-            path=html.escape(self.telemetry_path),
-            collectors=names,
-        ).encode()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: ExporterServer
-    protocol_version = "HTTP/1.1"
-    server_version = f"cephscope-exporter/{__version__}"
-
-    def log_message(self, format: str, *args: object) -> None:
-        log.debug("%s %s", self.address_string(), format % args)
-
-    def _reply(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for key, value in self.server.web_config.headers.items():
-            self.send_header(key, value)
-        if status == HTTPStatus.UNAUTHORIZED:
-            self.send_header("WWW-Authenticate", 'Basic realm="cephscope-exporter"')
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def do_HEAD(self) -> None:
-        self.do_GET()
-
-    def do_GET(self) -> None:
-        if not self.server.web_config.check_authorization(self.headers.get("Authorization")):
-            self._reply(HTTPStatus.UNAUTHORIZED, b"Unauthorized\n", "text/plain")
-            return
-        path = self.path.split("?", 1)[0]
-        if path == self.server.telemetry_path:
-            scraper = self.server.scraper
-            deadline = scraper.deadline_from(self.headers.get(TIMEOUT_HEADER))
-            try:
-                body = render(scraper.scrape(deadline))
-            except Exception:
-                log.exception("scrape failed")
-                self._reply(HTTPStatus.INTERNAL_SERVER_ERROR, b"scrape failed\n", "text/plain")
-                return
-            self._reply(HTTPStatus.OK, body, CONTENT_TYPE)
-        elif path == "/":
-            self._reply(HTTPStatus.OK, self.server.landing_page(), "text/html; charset=utf-8")
-        else:
-            self._reply(HTTPStatus.NOT_FOUND, b"Not Found\n", "text/plain")
-
-
 def settings_from_args(args: argparse.Namespace) -> ScrapeSettings:
     types = None
     if args.daemon_types:
@@ -222,11 +130,17 @@ def make_server(args: argparse.Namespace) -> ExporterServer:
     if args.asok_timeout <= 0 or args.default_timeout <= 0 or args.max_parallel < 1:
         raise ValueError("--ceph.asok-timeout, --scrape.default-timeout must be > 0 and "
                          "--scrape.max-parallel >= 1")
+    if args.max_requests < 1 or args.read_header_timeout <= 0:
+        raise ValueError("--web.max-requests must be >= 1 and --web.read-header-timeout > 0")
     address = parse_listen_address(args.listen_address)
     web_config = load_web_config(args.web_config_file)
     scraper = Scraper(enabled_collectors(args), settings_from_args(args))
     try:
-        return ExporterServer(address, scraper, args.telemetry_path, web_config)
+        return ExporterServer(address, scraper, web_config, HttpSettings(
+            telemetry_path=args.telemetry_path,
+            max_requests=args.max_requests,
+            read_header_timeout=args.read_header_timeout,
+        ))
     except OSError as err:
         scraper.close()
         raise ValueError(f"cannot listen on {args.listen_address}: {err.strerror}") from None
@@ -247,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     tune_gc_for_scrapes()
     host, port = server.server_address[:2]
     log.info(
-        "listening on %s:%s%s (collectors: %s; asok dir %s)", host, port, args.telemetry_path,
+        "listening on [%s]:%s%s (collectors: %s; asok dir %s)", host, port, args.telemetry_path,
         ", ".join(c.name for c in server.scraper.collectors), args.asok_dir,
     )
     try:

@@ -12,9 +12,11 @@ import concurrent.futures
 import gc
 import logging
 import platform
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from cephscope import __version__
 from cephscope.exporter.asok import (
@@ -293,3 +295,70 @@ class Scraper:
         started = time.monotonic()
         sink, ok = self._scrape_host(collector, ctx)
         return sink, ok, time.monotonic() - started
+
+
+T = TypeVar("T")
+
+
+class _Flight(Generic[T]):
+    __slots__ = ("done", "error", "result", "started")
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.done = False
+        self.result: T | None = None
+        self.error: BaseException | None = None
+
+
+class SingleFlight(Generic[T]):
+    """Concurrent requests share one collection.
+
+    A request joins the collection in flight if that collection started after the request
+    arrived (its data is fresh enough for the request); otherwise it waits for it to end and
+    then starts or joins the next one. N concurrent scrapers therefore cost at most two
+    collections, never N. ``collect(deadline, arrived)`` runs in the thread of the request
+    that starts the collection, with that request's deadline and arrival time.
+    """
+
+    def __init__(self, collect: Callable[[float, float], T]) -> None:
+        self._collect = collect
+        self._cond = threading.Condition()
+        self._flight: _Flight[T] | None = None
+
+    def get(self, arrived: float, deadline: float) -> T | None:
+        """The result of a collection started at or after ``arrived``; None if none is
+        finished by ``deadline`` (monotonic seconds)."""
+        with self._cond:
+            while True:
+                flight = self._flight
+                if flight is None:
+                    flight = self._flight = _Flight(time.monotonic())
+                    leader = True
+                    break
+                if flight.started >= arrived:
+                    leader = False
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+        if leader:
+            try:
+                flight.result = self._collect(deadline, arrived)
+            except BaseException as err:
+                flight.error = err
+            finally:
+                with self._cond:
+                    flight.done = True
+                    self._flight = None
+                    self._cond.notify_all()
+        else:
+            with self._cond:
+                while not flight.done:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return None
+                    self._cond.wait(left)
+        if flight.error is not None:
+            raise flight.error
+        return flight.result

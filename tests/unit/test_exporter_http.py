@@ -15,7 +15,8 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from cephscope.exporter.main import build_parser, main, make_server, parse_listen_address
+from cephscope.exporter.http import parse_listen_address
+from cephscope.exporter.main import build_parser, main, make_server
 from cephscope.exporter.webconfig import WebConfigError, load_web_config
 from tests.unit.fake_asok import FakeCluster, only_collectors, parse_samples
 
@@ -139,9 +140,15 @@ def test_web_config_errors_name_the_problem(tmp_path: Path, text: str, message: 
 def test_listen_address_parsing() -> None:
     assert parse_listen_address("127.0.0.1:9967") == ("127.0.0.1", 9967)
     assert parse_listen_address("[::1]:80") == ("::1", 80)
-    assert parse_listen_address(":9967") == ("127.0.0.1", 9967)
+    assert parse_listen_address(":9967") == ("", 9967)  # every interface
+    assert parse_listen_address("[::]:9967") == ("::", 9967)
+    assert parse_listen_address("ceph-host1:9967") == ("ceph-host1", 9967)
     with pytest.raises(ValueError, match="HOST:PORT"):
         parse_listen_address("localhost")
+    with pytest.raises(ValueError, match=r"\[ADDR\]:PORT"):
+        parse_listen_address("::1:9967")
+    with pytest.raises(ValueError, match="brackets"):
+        parse_listen_address("[::1:9967")
 
 
 def test_main_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

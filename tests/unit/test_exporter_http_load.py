@@ -1,0 +1,257 @@
+"""HTTP under load and abuse: single flight, 503 beyond --web.max-requests, idle and
+half-open connections, header timeout, keep-alive, gzip, bad requests, listen addresses."""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cephscope.exporter.main import build_parser, make_server
+from cephscope.exporter.scrape import SingleFlight
+from tests.unit.fake_asok import FakeCluster, only_collectors, parse_samples
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[FakeCluster]:
+    fake = FakeCluster(tmp_path / "run")
+    for osd in range(3):
+        fake.add_osd(osd)
+    yield fake
+    fake.stop()
+
+
+def serve(run_dir: Path, *flags: str):
+    args = build_parser().parse_args(
+        ["--ceph.asok-dir", str(run_dir), "--web.listen-address", "127.0.0.1:0",
+         *only_collectors("perf"), *flags]
+    )
+    server = make_server(args)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def stop(server) -> None:
+    server.shutdown()
+    server.server_close()
+    server.scraper.close()
+
+
+def fetch(port: int, path: str = "/metrics", headers: dict[str, str] | None = None,
+          method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    try:
+        conn.request(method, path, headers=headers or {})
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+def test_single_flight_shares_one_collection_between_concurrent_callers() -> None:
+    calls: list[float] = []
+
+    def collect(deadline: float, arrived: float) -> int:
+        calls.append(time.monotonic())
+        time.sleep(0.3)
+        return len(calls)
+
+    flight: SingleFlight[int] = SingleFlight(collect)
+    results: list[int | None] = []
+    lock = threading.Lock()
+
+    def scrape() -> None:
+        value = flight.get(time.monotonic(), time.monotonic() + 10)
+        with lock:
+            results.append(value)
+
+    threads = [threading.Thread(target=scrape) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.01)  # arrivals spread over the first collection
+    for thread in threads:
+        thread.join()
+    # Requests arriving during collection 1 must not reuse it (it started before them):
+    # they wait and share collection 2. Twenty scrapers, two collections.
+    assert len(calls) == 2
+    assert sorted(set(results)) == [1, 2] and results.count(1) == 1  # type: ignore[arg-type]
+
+
+def test_single_flight_waiter_gives_up_at_its_deadline() -> None:
+    release = threading.Event()
+
+    def collect(deadline: float, arrived: float) -> str:
+        release.wait(5)
+        return "done"
+
+    flight: SingleFlight[str] = SingleFlight(collect)
+    leader = threading.Thread(target=flight.get, args=(time.monotonic(), time.monotonic() + 10))
+    leader.start()
+    time.sleep(0.05)
+    started = time.monotonic()
+    assert flight.get(time.monotonic(), time.monotonic() + 0.3) is None
+    assert 0.25 < time.monotonic() - started < 2
+    release.set()
+    leader.join()
+
+
+def test_concurrent_scrapes_share_collections_and_all_daemons_stay_up(
+    tmp_path: Path,
+) -> None:
+    fake = FakeCluster(tmp_path / "run")
+    for osd in range(3):
+        fake.add_osd(osd, fault="slow:0.3")
+    server = serve(fake.dir)
+    port = server.server_address[1]
+    replies: list[tuple[int, dict[str, str], bytes]] = []
+    try:
+        threads = [
+            threading.Thread(target=lambda: replies.append(fetch(port))) for _ in range(12)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert [r[0] for r in replies] == [200] * 12
+        for _, _, body in replies:
+            samples = parse_samples(body.decode())
+            assert all(samples[f'cephscope_daemon_up{{ceph_daemon="osd.{n}"}}'] == 1
+                       for n in range(3))
+        _, _, body = fetch(port)
+        collections = parse_samples(body.decode())["cephscope_scrape_collections_total"]
+        assert collections <= 4  # 13 requests, at most 3 collections before this one
+    finally:
+        stop(server)
+        fake.stop()
+
+
+def test_requests_beyond_max_requests_get_503(tmp_path: Path) -> None:
+    fake = FakeCluster(tmp_path / "run")
+    fake.add_osd(0, fault="slow:1")
+    server = serve(fake.dir, "--web.max-requests", "1")
+    port = server.server_address[1]
+    try:
+        first: list[int] = []
+        slow = threading.Thread(target=lambda: first.append(fetch(port)[0]))
+        slow.start()
+        time.sleep(0.3)
+        status, _, body = fetch(port)
+        assert status == 503 and b"Service Unavailable" in body
+        slow.join()
+        assert first == [200]
+        samples = parse_samples(fetch(port)[2].decode())
+        assert samples["cephscope_http_requests_rejected_total"] == 1
+    finally:
+        stop(server)
+        fake.stop()
+
+
+def test_idle_and_half_open_connections_cost_no_thread(cluster: FakeCluster) -> None:
+    server = serve(cluster.dir)
+    port = server.server_address[1]
+    idle: list[socket.socket] = []
+    try:
+        fetch(port)  # warm the worker pool
+        threads_before = threading.active_count()
+        for n in range(300):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            if n % 2:
+                sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # half a header
+            idle.append(sock)
+        time.sleep(0.3)
+        started = time.monotonic()
+        status, _, body = fetch(port)
+        assert status == 200 and time.monotonic() - started < 5
+        assert parse_samples(body.decode())['cephscope_daemon_up{ceph_daemon="osd.2"}'] == 1
+        assert threading.active_count() <= threads_before + 2
+    finally:
+        for sock in idle:
+            sock.close()
+        stop(server)
+
+
+def test_incomplete_header_is_closed_after_the_header_timeout(cluster: FakeCluster) -> None:
+    server = serve(cluster.dir, "--web.read-header-timeout", "0.5")
+    port = server.server_address[1]
+    try:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        sock.sendall(b"GET /metrics HTTP/1.1\r\n")
+        started = time.monotonic()
+        assert sock.recv(100) == b""  # closed by the server
+        assert 0.3 < time.monotonic() - started < 3
+        sock.close()
+    finally:
+        stop(server)
+
+
+def test_keep_alive_and_gzip(cluster: FakeCluster) -> None:
+    server = serve(cluster.dir)
+    port = server.server_address[1]
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    try:
+        conn.request("GET", "/metrics")
+        plain = conn.getresponse()
+        plain_body = plain.read()
+        assert plain.status == 200 and plain.getheader("Content-Encoding") is None
+        conn.request("GET", "/metrics", headers={"Accept-Encoding": "gzip"})  # same connection
+        packed = conn.getresponse()
+        packed_body = packed.read()
+        assert packed.getheader("Content-Encoding") == "gzip"
+        assert len(packed_body) * 4 < len(plain_body)
+        unpacked = parse_samples(gzip.decompress(packed_body).decode())
+        assert 'ceph_osd_op_w{ceph_daemon="osd.1"}' in unpacked
+        conn.request("GET", "/metrics", headers={"Accept-Encoding": "gzip;q=0, identity"})
+        refused = conn.getresponse()
+        refused.read()
+        assert refused.getheader("Content-Encoding") is None
+    finally:
+        conn.close()
+        stop(server)
+
+
+def test_bad_requests(cluster: FakeCluster) -> None:
+    server = serve(cluster.dir)
+    port = server.server_address[1]
+    try:
+        assert fetch(port, method="POST")[0] == 405
+        assert fetch(port, "/nope")[0] == 404
+        status, headers, body = fetch(port, method="HEAD")
+        assert status == 200 and body == b"" and int(headers["content-length"]) > 1000
+        for garbage in (b"\x16\x03\x01garbage\r\n\r\n", b"GET\r\n\r\n", b"GET / SPDY/9\r\n\r\n",
+                        b"GET /metrics HTTP/1.1\r\n" + b"X: " + b"a" * 20000):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                sock.sendall(garbage)
+                reply = sock.recv(200)
+            assert reply.startswith((b"HTTP/1.1 400", b"HTTP/1.1 431")), reply
+        assert fetch(port)[0] == 200  # still serving
+    finally:
+        stop(server)
+
+
+def test_colon_port_listens_on_every_interface_in_a_private_netns(tmp_path: Path) -> None:
+    assert shutil.which("unshare"), "util-linux unshare is needed (Debian: util-linux)"
+    # A fresh network namespace: "every interface" is its own loopback only.
+    script = (
+        "import socket, subprocess\n"
+        "subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)\n"
+        "from cephscope.exporter.http import bind_listener, parse_listen_address\n"
+        "sock = bind_listener(*parse_listen_address(':0'), 16)\n"
+        "port = sock.getsockname()[1]\n"
+        "print(sock.family.name, sock.getsockname()[0])\n"
+        "for host in ('127.0.0.1', '::1'):\n"
+        "    socket.create_connection((host, port), timeout=2).close()\n"
+        "print('both')\n"
+    )
+    done = subprocess.run(["unshare", "--net", sys.executable, "-c", script],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["AF_INET6", "::", "both"]
