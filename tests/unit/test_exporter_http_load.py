@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from cephscope.exporter.main import build_parser, make_server
 from cephscope.exporter.scrape import SingleFlight
-from tests.unit.fake_asok import FakeCluster, only_collectors, parse_samples
+from tests.unit.fake_asok import FakeCluster, parse_samples
+from tests.unit.test_exporter_http import serve, stop
 
 
 @pytest.fixture
@@ -28,22 +28,6 @@ def cluster(tmp_path: Path) -> Iterator[FakeCluster]:
         fake.add_osd(osd)
     yield fake
     fake.stop()
-
-
-def serve(run_dir: Path, *flags: str):
-    args = build_parser().parse_args(
-        ["--ceph.asok-dir", str(run_dir), "--web.listen-address", "127.0.0.1:0",
-         *only_collectors("perf"), *flags]
-    )
-    server = make_server(args)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
-def stop(server) -> None:
-    server.shutdown()
-    server.server_close()
-    server.scraper.close()
 
 
 def fetch(port: int, path: str = "/metrics", headers: dict[str, str] | None = None,
