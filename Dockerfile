@@ -1,18 +1,19 @@
 # cephscope-exporter: reads the host's admin sockets (mount /var/run/ceph read-only).
+# The image holds the exporter alone: its package, its core dependencies (the `dependencies`
+# of pyproject.toml), nothing of the runner, dev cluster or dashboards.
 FROM debian:12-slim
 RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 python3-venv python3-rados ca-certificates \
     && rm -rf /var/lib/apt/lists/*
+RUN /usr/bin/python3 -m venv --system-site-packages /opt/venv
 WORKDIR /opt/cephscope
-COPY pyproject.toml README.md ./
-COPY cephscope ./cephscope
-COPY exporter ./exporter
-COPY runner ./runner
-COPY deploy ./deploy
-COPY dashboards ./dashboards
-RUN /usr/bin/python3 -m venv --system-site-packages /opt/venv \
-    && /opt/venv/bin/pip install --no-cache-dir .
+COPY pyproject.toml ./
+RUN /usr/bin/python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+        > core-requirements.txt \
+    && /opt/venv/bin/pip install --no-cache-dir -r core-requirements.txt
+COPY cephscope/__init__.py /opt/venv/lib/python3.11/site-packages/cephscope/__init__.py
+COPY exporter /opt/venv/lib/python3.11/site-packages/cephscope/exporter
 # Runs as root in the container: admin sockets are writable only by their owner (the ceph
 # user) or root, and they are mounted read-only.
-ENTRYPOINT ["/opt/venv/bin/cephscope-exporter"]
+ENTRYPOINT ["/opt/venv/bin/python3", "-m", "cephscope.exporter.main"]
 CMD ["--web.listen-address=127.0.0.1:9967", "--ceph.asok-dir=/var/run/ceph"]
