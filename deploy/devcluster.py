@@ -31,6 +31,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cephscope.deploy.devconf import ConfNetwork, render_conf
+from cephscope.deploy.hostdaemons import HostDaemons, ssh_reachable
+from cephscope.deploy.hosts import (
+    HOSTS_FILE,
+    HostNetwork,
+    HostNetworkError,
+    HostPlan,
+    plan_hosts,
+)
 from cephscope.deploy.placement import (
     HOST_RELEASE,
     DevHost,
@@ -39,7 +48,7 @@ from cephscope.deploy.placement import (
     Release,
     this_machine,
 )
-from cephscope.deploy.procs import pid_file_locked, pid_from_file, port_is_free, terminate
+from cephscope.deploy.procs import pid_alive, pid_file_locked, pid_from_file, port_is_free, terminate
 
 STATE_FILE = "state.json"
 MON_ID = "a"
@@ -86,6 +95,8 @@ class ClusterState:
     osd_size_gib: int
     osds: list[OsdBacking] = field(default_factory=list)
     release: str = HOST_RELEASE.name
+    hosts: int = 1
+    clients: int = 0
 
     @classmethod
     def load(cls, path: Path) -> ClusterState:
@@ -116,6 +127,10 @@ class DevCluster:
         backing: str = "auto",
         device_class: str = "ssd",
         log: Any = None,
+        hosts: int = 1,
+        clients: int = 0,
+        public_subnet: str | None = None,
+        cluster_subnet: str | None = None,
     ) -> None:
         self.state_dir = Path(state_dir or default_state_dir()).resolve()
         self.port_base = port_base
@@ -130,6 +145,8 @@ class DevCluster:
         self.admin_host: DevHost = this_machine()
         self.hosts: list[DevHost] = [self.admin_host]
         self.placement = Placement(self.state_dir)
+        self.num_hosts = hosts
+        self.num_clients = clients
         existing = self.state_dir / STATE_FILE
         if existing.exists():
             # The state dir's own record wins over constructor defaults.
@@ -137,6 +154,20 @@ class DevCluster:
             self.port_base = state.port_base
             self.num_osds = state.num_osds
             self.osd_size_gib = state.osd_size_gib
+            self.num_hosts = state.hosts
+            self.num_clients = state.clients
+        # A multi-host cluster: OSD hosts and clients are network namespaces (deploy/hosts.py).
+        self.host_plan: HostPlan | None = None
+        if (self.state_dir / HOSTS_FILE).exists():
+            self.host_plan = HostPlan.load(self.state_dir / HOSTS_FILE)
+        elif self.num_hosts > 1 or self.num_clients > 0:
+            try:
+                self.host_plan = plan_hosts(self.state_dir, self.num_hosts, self.num_clients,
+                                            public_subnet, cluster_subnet)
+            except HostNetworkError as exc:
+                raise DevClusterError(str(exc)) from exc
+        if self.host_plan is not None:
+            self.hosts = [h.dev_host() for h in self.host_plan.osd_hosts]
 
     # ---- paths -----------------------------------------------------------------------------
 
@@ -161,6 +192,32 @@ class DevCluster:
         return self.state_dir / STATE_FILE
 
     @property
+    def multi_host(self) -> bool:
+        return self.host_plan is not None
+
+    def asok_dir_of(self, host_name: str) -> Path:
+        """Admin sockets of one host's daemons (a multi-host cluster keeps them per host, so
+        each host's exporter sees its own daemons only, as on a real cluster)."""
+        return self.asok_dir / host_name if self.multi_host else self.asok_dir
+
+    @property
+    def host_daemons(self) -> HostDaemons | None:
+        if self.host_plan is None:
+            return None
+        return HostDaemons(self.state_dir, self.host_plan, self.conf_path,
+                           self.asok_dir_of, log=self._log)
+
+    @property
+    def ssh_config(self) -> Path | None:
+        """The ssh_config that names every host and client (multi-host clusters only)."""
+        daemons = self.host_daemons
+        return daemons.ssh_config if daemons else None
+
+    @property
+    def client_names(self) -> list[str]:
+        return [h.name for h in self.host_plan.clients] if self.host_plan else []
+
+    @property
     def mon_addr(self) -> str:
         return self.host_of(f"mon.{MON_ID}").public_addr
 
@@ -177,7 +234,7 @@ class DevCluster:
         return self.state_dir / "osd" / f"ceph-{osd_id}"
 
     def osd_asok(self, osd_id: int) -> Path:
-        return self.asok_dir / f"ceph-osd.{osd_id}.asok"
+        return self.asok_dir_of(self.host_of(f"osd.{osd_id}").name) / f"ceph-osd.{osd_id}.asok"
 
     def pid_file(self, daemon: str) -> Path:
         return self.asok_dir / f"{daemon}.pid"
@@ -388,65 +445,17 @@ class DevCluster:
         return "file"
 
     def _write_conf(self) -> None:
-        low, high = self.msgr_port_range
-        s = self.state_dir
-        conf = f"""\
-# Written by `cephscope devcluster`; everything lives under {s}.
-[global]
-fsid = {self._fsid}
-mon_host = v2:{self.mon_addr}:{self.mon_port}
-public_network = 127.0.0.1/32
-public_addr = 127.0.0.1
-ms_bind_msgr1 = false
-ms_bind_port_min = {low}
-ms_bind_port_max = {high}
-auth_cluster_required = cephx
-auth_service_required = cephx
-auth_client_required = cephx
-run_dir = {s}/run
-pid_file = {s}/run/$name.pid
-admin_socket = {s}/run/$cluster-$name.asok
-log_file = {s}/log/$cluster-$name.log
-crash_dir = {s}/crash
-mon_data = {s}/mon/$cluster-$id
-mgr_data = {s}/mgr/$cluster-$id
-osd_data = {s}/osd/$cluster-$id
-osd_pool_default_size = 1
-osd_pool_default_min_size = 1
-osd_pool_default_pg_autoscale_mode = off
-mon_allow_pool_size_one = true
-mon_allow_pool_delete = true
-osd_crush_chooseleaf_type = 0
-mon_warn_on_pool_no_redundancy = false
-mon_data_avail_warn = 2
-mon_data_avail_crit = 1
-mon_max_pg_per_osd = 1000
-# PG stats every second: waiting for active+clean after an OSD restart takes ~1 s, not ~5 s.
-mgr_stats_period = 1
-# Only what the product needs: `restful` (a default) would listen on all addresses.
-mgr_initial_modules = iostat
-
-[mon]
-keyring = $mon_data/keyring
-auth_allow_insecure_global_id_reclaim = false
-
-[mgr]
-keyring = $mgr_data/keyring
-
-[osd]
-keyring = $osd_data/keyring
-osd_objectstore = bluestore
-osd_memory_target = 1073741824
-bluestore_block_size = {self.osd_size_gib << 30}
-osd_crush_update_on_start = true
-
-[client]
-keyring = {s}/keyring
-# Clients (rados bench, fio) would otherwise leave admin sockets in run_dir.
-admin_socket =
-log_file = {s}/log/$cluster-$name.$pid.log
-"""
-        self.conf_path.write_text(conf)
+        network = None
+        if self.host_plan is not None:
+            asok_of = {f"mon.{MON_ID}": self.host_of(f"mon.{MON_ID}").name,
+                       f"mgr.{MGR_ID}": self.host_of(f"mgr.{MGR_ID}").name}
+            for osd_id in range(self.num_osds):
+                asok_of[f"osd.{osd_id}"] = self.host_of(f"osd.{osd_id}").name
+            network = ConfNetwork(self.host_plan.public_subnet, self.host_plan.cluster_subnet,
+                                  {daemon: self.asok_dir_of(host) for daemon, host in asok_of.items()})
+        self.conf_path.write_text(render_conf(
+            self.state_dir, self._fsid, self.mon_addr, self.mon_port, self.msgr_port_range,
+            self.osd_size_gib, network))
 
     def _create(self, backing: str) -> None:
         s = self.state_dir
@@ -460,16 +469,55 @@ log_file = {s}/log/$cluster-$name.$pid.log
             backing=backing,
             device_class=self.device_class,
             osd_size_gib=self.osd_size_gib,
+            hosts=self.num_hosts,
+            clients=self.num_clients,
         )
         state.save(self.state_file)
-        self._write_conf()
         t0 = time.monotonic()
+        self._up_host_network()
+        self._write_conf()
         self._bootstrap_mon()
         self._log(f"devcluster: mon up ({time.monotonic() - t0:.1f}s)")
         self._bootstrap_mgr()
         self._create_osds(state)
         self._log(f"devcluster: {self.num_osds} OSDs up on {backing} ({time.monotonic() - t0:.1f}s)")
         self._create_pools()
+        self._start_host_services()
+
+    # ---- hosts (multi-host clusters) -------------------------------------------------------
+
+    def _up_host_network(self) -> None:
+        """Namespaces, bridges, veths and ssh files of every host (nothing when single-host).
+        The plan is saved first, so that `down` after a partial `up` finds what to remove."""
+        plan = self.host_plan
+        if plan is None:
+            return
+        plan.save(self.state_dir / HOSTS_FILE)
+        for host in plan.osd_hosts:
+            self.asok_dir_of(host.name).mkdir(parents=True, exist_ok=True)
+        try:
+            HostNetwork(plan, log=self._log).create()
+        except HostNetworkError as exc:
+            raise DevClusterError(str(exc)) from exc
+        assert self.host_daemons is not None
+        self.host_daemons.write_ssh_files()
+        self._log(f"devcluster: {len(plan.osd_hosts)} hosts + {len(plan.clients)} clients on "
+                  f"{plan.public_subnet} (public), {plan.cluster_subnet} (cluster)")
+
+    def _start_host_services(self) -> None:
+        """sshd, exporter and node_exporter on every host; the Prometheus targets files."""
+        daemons = self.host_daemons
+        if daemons is None:
+            return
+        for host in daemons.plan.hosts:
+            daemons.start(host)
+        daemons.write_targets()
+        deadline = time.monotonic() + 30
+        while failing := ssh_reachable(daemons.plan.hosts, daemons.ssh_config):
+            if time.monotonic() > deadline:
+                raise DevClusterError(f"sshd not reachable on {', '.join(failing)}; "
+                                      f"see {self.log_dir}")
+            time.sleep(0.5)
 
     def _bootstrap_mon(self) -> None:
         s = self.state_dir
@@ -645,6 +693,7 @@ log_file = {s}/log/$cluster-$name.$pid.log
     def _start_existing(self) -> None:
         state = self.load_state()
         self._fsid = state.fsid
+        self._up_host_network()
         for backing in state.osds:
             if state.backing == "loop":
                 backing.loop_device = self._attach_loop(Path(backing.image))
@@ -659,6 +708,7 @@ log_file = {s}/log/$cluster-$name.$pid.log
         with ThreadPoolExecutor(max_workers=max(1, len(ids))) as pool:
             list(pool.map(lambda i: self._start_daemon("osd", str(i)), ids))
         self._wait_osds_up(ids, timeout=90)
+        self._start_host_services()
 
     # ---- waiting ---------------------------------------------------------------------------
 
@@ -762,6 +812,15 @@ log_file = {s}/log/$cluster-$name.$pid.log
             "osds": [asdict(o) for o in state.osds],
             "health": None,
         }
+        if self.host_plan is not None and self.host_daemons is not None:
+            result["hosts"] = {
+                h.name: {"role": h.role, "netns": h.netns, "public_addr": h.public_addr,
+                         "cluster_addr": h.cluster_addr,
+                         "up": Path("/run/netns", h.netns).exists()}
+                for h in self.host_plan.hosts
+            }
+            result["host_services"] = self.host_daemons.running()
+            result["ssh_config"] = str(self.host_daemons.ssh_config)
         if f"mon.{MON_ID}" in running:
             with contextlib.suppress(DevClusterError, json.JSONDecodeError):
                 result["health"] = self.ceph_json("health", timeout=15).get("status")
@@ -776,7 +835,10 @@ log_file = {s}/log/$cluster-$name.$pid.log
         state = self.load_state()
         running = self.running_daemons()
         attached = [o for o in state.osds if o.loop_device]
-        if not running and not attached and not quiet:
+        network = HostNetwork(self.host_plan, log=self._log) if self.host_plan else None
+        namespaces = [h for h in self.host_plan.hosts if Path("/run/netns", h.netns).exists()] \
+            if self.host_plan else []
+        if not running and not attached and not namespaces and not quiet:
             raise DevClusterError(f"dev cluster in {self.state_dir} is not running")
         # OSDs first, so the mon sees them go; all in parallel.
         osd_names = [n for n in running if n.startswith("osd.")]
@@ -784,11 +846,23 @@ log_file = {s}/log/$cluster-$name.$pid.log
             list(pool.map(self._stop_daemon, osd_names))
         for name in (f"mgr.{MGR_ID}", f"mon.{MON_ID}"):
             self._stop_daemon(name)
+        if network is not None:
+            assert self.host_daemons is not None
+            running.update({name: 0 for name in self.host_daemons.stop()})
+            # Whatever else still runs in our namespaces was started there through us (a
+            # benchmark a runner left behind): the namespaces cannot go while it lives.
+            for host in network.plan.hosts:
+                for pid in network.namespace_pids(host):
+                    if pid_alive(pid):
+                        terminate(pid, 10, log=self._log)
+                        running[f"pid {pid}@{host.name}"] = pid
+            network.remove()
         for backing in attached:
             self._detach_loop(backing)
             backing.loop_device = None
         state.save(self.state_file)
-        for leftover in list(self.asok_dir.glob("*.asok")) + list(self.asok_dir.glob("*.pid")):
+        for leftover in [*self.asok_dir.glob("*.asok"), *self.asok_dir.glob("*/*.asok"),
+                         *self.asok_dir.glob("*.pid")]:
             leftover.unlink(missing_ok=True)
         return sorted(running)
 

@@ -41,6 +41,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="ssd",
         help="rotational flag of the loop devices and CRUSH device class",
     )
+    parser.add_argument(
+        "--hosts", type=int, default=1,
+        help="OSD hosts; more than 1 (or any --clients) makes each host a network namespace "
+        "with its own sshd, exporter and node_exporter (default: %(default)s)",
+    )
+    parser.add_argument("--clients", type=int, default=0,
+                        help="client hosts (namespaces) for benchmarks (default: %(default)s)")
+    parser.add_argument("--public-subnet", help="public network of the hosts (default: a /24 in "
+                        "10.231.0.0/16 derived from the state dir)")
+    parser.add_argument("--cluster-subnet", help="cluster network of the OSD hosts (default: a /24 "
+                        "in 10.232.0.0/16 derived from the state dir)")
     parser.add_argument("--json", action="store_true", help="status as JSON")
 
 
@@ -51,26 +62,42 @@ def run(args: argparse.Namespace) -> int:
     if not 1024 <= args.port_base <= 65535 - 100:
         print("devcluster: --port-base must be between 1024 and 65435", file=sys.stderr)
         return 2
-    cluster = DevCluster(
-        args.state_dir,
-        port_base=args.port_base,
-        num_osds=args.osds,
-        osd_size_gib=args.osd_size_gib,
-        backing=args.backing,
-        device_class=args.device_class,
-    )
+    if args.hosts < 1 or args.clients < 0:
+        print("devcluster: --hosts must be at least 1 and --clients at least 0", file=sys.stderr)
+        return 2
+    try:
+        cluster = DevCluster(
+            args.state_dir,
+            port_base=args.port_base,
+            num_osds=args.osds,
+            osd_size_gib=args.osd_size_gib,
+            backing=args.backing,
+            device_class=args.device_class,
+            hosts=args.hosts,
+            clients=args.clients,
+            public_subnet=args.public_subnet,
+            cluster_subnet=args.cluster_subnet,
+        )
+    except DevClusterError as exc:
+        print(f"devcluster: {exc}", file=sys.stderr)
+        return 2
     try:
         if args.action == "up":
             seconds = cluster.up()
             print(f"devcluster: HEALTH_OK in {seconds:.1f}s")
             print(f"  conf:     {cluster.conf_path}")
             print(f"  sockets:  {cluster.asok_dir}")
-            print(f"  mon:      v2:127.0.0.1:{cluster.mon_port}")
+            print(f"  mon:      v2:{cluster.mon_addr}:{cluster.mon_port}")
             print(
                 f"  pools:    {cluster.bench_pool} (rados bench), "
                 f"{cluster.rbd_pool}/{cluster.rbd_image} (fio rbd)"
             )
             print(f"  try:      ceph -c {cluster.conf_path} -s")
+            if cluster.ssh_config is not None:
+                print(f"  hosts:    {', '.join(h.name for h in cluster.hosts)}; clients: "
+                      f"{', '.join(cluster.client_names) or 'none'}")
+                print(f"  ssh:      ssh -F {cluster.ssh_config} {cluster.hosts[0].name}")
+                print(f"  targets:  {cluster.state_dir / 'targets'} (Prometheus file_sd)")
         elif args.action == "down":
             stopped = cluster.down()
             print(f"devcluster: stopped {', '.join(stopped) or 'nothing'}; loop devices detached")
@@ -86,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
                 )
                 for name, pid in status["daemons"].items():
                     print(f"  {name:8} {'pid ' + str(pid) if pid else 'stopped'}")
+                for name, host in status.get("hosts", {}).items():
+                    print(f"  {name:8} {host['role']:6} {host['public_addr']:15} "
+                          f"{'up' if host['up'] else 'down'}")
             return 0 if status["health"] else 1
         elif args.action == "restart-osd":
             if args.osd_id is None:

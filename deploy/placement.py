@@ -5,13 +5,14 @@ Every process the dev cluster starts — daemons, `ceph`/`rados`/`rbd` admin com
 keyring tools — is built by `Placement.command(host, release, argv)`:
 
 - a `DevHost` is this machine (`netns=None`) or a network namespace that the dev cluster made,
-  with its own public (and cluster) address; the command enters it with `ip netns exec`;
+  with its own public (and cluster) address and hostname; the command enters both namespaces
+  with `nsenter` (`host_command`);
 - a `Release` is the machine's own packages (`root=None`) or a root filesystem holding another
   Ceph release; the command runs chrooted into it, with the cluster's state dir visible at the
   same path (`release_command`).
 
 Nothing outside this module knows how either is done, so a host that is a namespace and a
-release that is a root filesystem compose: `ip netns exec NS <chroot wrapper> ceph-osd …`.
+release that is a root filesystem compose: `nsenter --net=… --uts=… -- <chroot wrapper> ceph-osd …`.
 """
 
 from __future__ import annotations
@@ -47,6 +48,18 @@ class DevHost:
     netns: str | None = None
     public_addr: str = "127.0.0.1"
     cluster_addr: str | None = None
+    # A bind-mounted UTS namespace that gives the host its own hostname (None: the machine's).
+    uts_file: Path | None = None
+
+
+def host_command(host: DevHost, argv: Sequence[str]) -> list[str]:
+    """The argv that runs `argv` inside `host`'s namespaces (as it is on this machine)."""
+    if host.netns is None:
+        return list(argv)
+    enter = ["nsenter", f"--net=/run/netns/{host.netns}"]
+    if host.uts_file is not None:
+        enter.append(f"--uts={host.uts_file}")
+    return [*enter, "--", *argv]
 
 
 def this_machine() -> DevHost:
@@ -83,10 +96,7 @@ class Placement:
     extra_binds: list[Path] = field(default_factory=list)
 
     def command(self, host: DevHost, release: Release, argv: Sequence[str]) -> list[str]:
-        cmd = release_command(release, argv, [self.state_dir, *self.extra_binds])
-        if host.netns is not None:
-            cmd = ["ip", "netns", "exec", host.netns, *cmd]
-        return cmd
+        return host_command(host, release_command(release, argv, [self.state_dir, *self.extra_binds]))
 
     def run(
         self,

@@ -98,6 +98,7 @@ class Stack:
         exporter_args: list[str] | None = None,
         scrape_interval_seconds: int = SCRAPE_INTERVAL_SECONDS,
         log: Any = None,
+        targets_dir: Path | str | None = None,
     ) -> None:
         self.state_dir = Path(state_dir or default_state_dir()).resolve()
         self.port_base = port_base
@@ -107,6 +108,12 @@ class Stack:
         self.webhook_url = webhook_url
         self.exporter_args = list(exporter_args or [])
         self.scrape_interval_seconds = scrape_interval_seconds
+        # Prometheus file_sd files of a cluster's hosts (`exporter.json`, `node.json`, each
+        # target labelled `host`): written by a multi-host dev cluster, or by hand for a real
+        # cluster. With them the hosts' own exporters are scraped instead of a local one.
+        self.targets_dir = Path(targets_dir).resolve() if targets_dir else None
+        if self.targets_dir is not None and (self.targets_dir / "exporter.json").exists():
+            self.with_exporter = False
         self._log = log or (lambda msg: print(msg, flush=True))
         saved = self.state_dir / "stack.json"
         if saved.exists():
@@ -163,6 +170,16 @@ class Stack:
         ]
         if self.with_exporter:
             jobs.insert(2, job(EXPORTER_JOB, EXPORTER_OFFSET))
+        if self.targets_dir is not None:
+            for name, file in ((EXPORTER_JOB, "exporter.json"), (NODE_JOB, "node.json")):
+                if not (self.targets_dir / file).exists():
+                    continue
+                found = [j for j in jobs if j["job_name"] == name]
+                if not found:
+                    found = [{"job_name": name}]
+                    jobs.insert(2, found[0])
+                found[0]["file_sd_configs"] = [{"files": [str(self.targets_dir / file)],
+                                                "refresh_interval": "30s"}]
         return {
             "global": {
                 "scrape_interval": interval,

@@ -35,6 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--asok-dir", type=Path, help="admin socket dir (overrides the dev cluster's)")
     parser.add_argument("--ceph-conf", type=Path, help="ceph.conf for the exporter (overrides)")
     parser.add_argument("--no-exporter", action="store_true", help="do not run cephscope-exporter")
+    parser.add_argument(
+        "--targets-dir", type=Path,
+        help="Prometheus file_sd files of the cluster's hosts (exporter.json, node.json; label "
+        "`host`); default: the dev cluster's targets/ when it has hosts (see docs/multihost.md)",
+    )
     parser.add_argument("--webhook-url", help="URL for Alertmanager's example `webhook` receiver")
     parser.add_argument("--json", action="store_true", help="status as JSON")
 
@@ -49,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
         or (cluster_dir / "ceph.conf" if (cluster_dir / "ceph.conf").exists() else None),
         with_exporter=not args.no_exporter,
         webhook_url=args.webhook_url,
+        targets_dir=args.targets_dir or (
+            cluster_dir / "targets" if (cluster_dir / "targets").is_dir() else None),
     )
     try:
         if args.action == "up":
