@@ -16,14 +16,13 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from cephscope.deploy.hosts import HostPlan, NsHost
 from cephscope.deploy.placement import host_command
-from cephscope.deploy.procs import pid_alive, proc_cmdline, terminate
+from cephscope.deploy.procs import exporter_binary, pid_alive, proc_cmdline, terminate
 
 SSHD = "/usr/sbin/sshd"
 SSH_PORT = 22
@@ -34,11 +33,6 @@ NODE_EXPORTER = "prometheus-node-exporter"
 
 class HostDaemonError(RuntimeError):
     """A host service could not be set up or started; the message names the host."""
-
-
-def exporter_binary() -> str:
-    beside = Path(sys.executable).parent / "cephscope-exporter"
-    return str(beside) if beside.exists() else "cephscope-exporter"
 
 
 class HostDaemons:

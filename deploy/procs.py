@@ -9,9 +9,16 @@ import fcntl
 import os
 import signal
 import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any
+
+
+def exporter_binary() -> str:
+    """cephscope-exporter of this installation (beside the running interpreter), else PATH's."""
+    beside = Path(sys.executable).parent / "cephscope-exporter"
+    return str(beside) if beside.exists() else "cephscope-exporter"
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:

@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -26,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from cephscope.deploy.procs import pid_from_file, port_is_free, terminate
+from cephscope.deploy.procs import exporter_binary, pid_from_file, port_is_free, terminate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ALERTS_DIR = REPO_ROOT / "alerts"
@@ -253,8 +252,7 @@ class Stack:
 
     @staticmethod
     def _exporter_binary() -> str:
-        beside = Path(sys.executable).parent / "cephscope-exporter"
-        return str(beside) if beside.exists() else "cephscope-exporter"
+        return exporter_binary()
 
     # ---- lifecycle -------------------------------------------------------------------------
 
