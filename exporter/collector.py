@@ -10,9 +10,11 @@ How to add a collector
 2. Set the class attributes ``name`` (flag and label value: ``--collector.<name>``),
    ``help`` (one line for ``--help``), ``default_enabled``, and for daemon collectors
    ``daemon_types`` (e.g. ``frozenset({"osd"})``; ``None`` = every discovered type).
-3. Optionally ``add_arguments(parser)`` (classmethod) for the collector's own flags, named
-   ``--collector.<name>.<option>``; the instance receives the parsed ``args`` in
-   ``__init__``.
+3. Optionally ``settings_type``: a frozen dataclass of the collector's own settings, its
+   fields made with :func:`cephscope.exporter.settings.option` (default and help written
+   once); the registry makes ``--collector.<name>.<field>`` flags of them. The instance
+   receives its settings and the global :class:`~cephscope.exporter.settings.HostSettings`
+   (``--path.*``, ``--ceph.*`` mon connection) in ``__init__(settings, host)``.
 4. Implement ``collect_daemon(session, sink)`` / ``collect_host(ctx, sink)`` (or
    ``refresh(ctx, sink)`` for cached host collectors): call ``session.command("perf dump")``
    (allowlisted admin-socket commands only, memoised per daemon and scrape so collectors
@@ -21,8 +23,8 @@ How to add a collector
    ``sink.gauge(...)`` / ``sink.counter(...)`` / ``sink.histogram(...)``. Label daemon
    series with ``ceph_daemon=session.daemon.name`` (``session.daemon_label`` is that pair
    pre-rendered for :meth:`MetricFamily.add_rendered`).
-5. End the module with ``COLLECTOR = YourCollector`` and add its module name to
-   ``COLLECTOR_MODULES`` in ``exporter/collectors/__init__.py``.
+5. End the module with ``COLLECTOR = YourCollector`` and add it to ``COLLECTORS`` in
+   ``exporter/collectors/__init__.py``.
 
 What the framework does for you
 -------------------------------
@@ -48,7 +50,6 @@ What the framework does for you
 
 from __future__ import annotations
 
-import argparse
 import threading
 import time
 from collections.abc import Sequence
@@ -64,21 +65,20 @@ from cephscope.exporter.asok import (
     request_raw,
 )
 from cephscope.exporter.exposition import MetricSink, render_labels
+from cephscope.exporter.settings import HostSettings, NoSettings
 
 
 class Collector:
-    """Base of every collector: identity, flags, construction from parsed args."""
+    """Base of every collector: identity, settings type, construction from settings."""
 
     name: ClassVar[str] = ""
     help: ClassVar[str] = ""
     default_enabled: ClassVar[bool] = True
+    settings_type: ClassVar[type[Any]] = NoSettings
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        """Add this collector's own flags (``--collector.<name>.<option>``)."""
+    def __init__(self, settings: Any = None, host: HostSettings | None = None) -> None:
+        self.settings = self.settings_type() if settings is None else settings
+        self.host = HostSettings() if host is None else host
 
 
 class DaemonSession:
@@ -247,8 +247,8 @@ class CachedHostCollector(HostCollector):
 
     refresh_interval_seconds: float = 60.0
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        super().__init__(args)
+    def __init__(self, settings: Any = None, host: HostSettings | None = None) -> None:
+        super().__init__(settings, host)
         self._cached: MetricSink | None = None
         self._refreshed_at = float("-inf")
         # Two concurrent scrapes must not refresh twice or see a half-built cache.

@@ -26,6 +26,7 @@ from cephscope.exporter.http import (
     parse_listen_address,
 )
 from cephscope.exporter.scrape import Scraper, ScrapeSettings, tune_gc_for_scrapes
+from cephscope.exporter.settings import add_host_flags
 from cephscope.exporter.webconfig import WebConfigError, load_web_config
 
 DEFAULT_LISTEN_ADDRESS = "127.0.0.1:9967"
@@ -102,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--log.level", dest="log_level", default="info",
         choices=["debug", "info", "warn", "error"], help="log level (default: %(default)s)",
     )
+    add_host_flags(parser)
     add_collector_arguments(parser)
     return parser
 

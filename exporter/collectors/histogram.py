@@ -31,6 +31,7 @@ from typing import Any
 from cephscope.exporter.asok import Daemon
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
 from cephscope.exporter.exposition import MetricFamily, MetricSink, format_value, line_prefix
+from cephscope.exporter.settings import HostSettings
 
 # op label -> (histogram counter in the "osd" collection, perf dump latency avg, bytes counter)
 OSD_OP_HISTOGRAMS: dict[str, tuple[str, str, str]] = {
@@ -95,8 +96,8 @@ class HistogramCollector(DaemonCollector):
     default_enabled = True
     daemon_types = frozenset({"osd"})
 
-    def __init__(self, args: Any) -> None:
-        super().__init__(args)
+    def __init__(self, settings: Any = None, host: HostSettings | None = None) -> None:
+        super().__init__(settings, host)
         # Axis -> rendered le strings; axes are compile-time constants in the OSD.
         self._le_cache: dict[tuple[Axis, str], list[str]] = {}
         # (daemon, metric, op, axis) -> bucket line prefixes, +Inf, _sum, _count prefixes.

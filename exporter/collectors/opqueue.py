@@ -25,7 +25,6 @@ op latency minus op process latency from the perf counters.
 
 from __future__ import annotations
 
-import argparse
 import re
 import threading
 import time
@@ -34,8 +33,16 @@ from typing import Any
 
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
 from cephscope.exporter.exposition import MetricSink
+from cephscope.exporter.settings import HostSettings, option
 
-DEFAULT_MIN_INTERVAL_SECONDS = 5.0
+
+@dataclass(frozen=True)
+class OpQueueSettings:
+    min_interval: float = option(
+        5.0, "at most one dump_op_pq_state per OSD in this many seconds (it takes every "
+        "shard's lock); scrapes in between serve the cached values", metavar="SECONDS")
+
+
 _SHARD_KEY = re.compile(r"^OSD:ShardedOpWQ:(\d+)$")
 # Queue priorities are unsigned and, in practice, 0..255 (CEPH_MSG_PRIO_*); anything else
 # is not a priority and would make the label unbounded.
@@ -214,25 +221,14 @@ class OpQueueCollector(DaemonCollector):
     default_enabled = True
     daemon_types = frozenset({"osd"})
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        super().__init__(args)
-        interval = getattr(args, "collector_opqueue_min_interval", DEFAULT_MIN_INTERVAL_SECONDS)
-        self.min_interval = max(float(interval), 0.0)
+    settings_type = OpQueueSettings
+
+    def __init__(self, settings: OpQueueSettings | None = None,
+                 host: HostSettings | None = None) -> None:
+        super().__init__(settings, host)
+        self.min_interval = max(self.settings.min_interval, 0.0)
         self._cache: dict[str, _Cached] = {}
         self._lock = threading.Lock()
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--collector.opqueue.min-interval",
-            dest="collector_opqueue_min_interval",
-            type=float,
-            default=DEFAULT_MIN_INTERVAL_SECONDS,
-            metavar="SECONDS",
-            help="at most one dump_op_pq_state per OSD in this many seconds (it takes every "
-            "shard's lock); scrapes in between serve the cached values "
-            f"(default: {DEFAULT_MIN_INTERVAL_SECONDS:g})",
-        )
 
     def forget_daemon(self, daemon_name: str) -> None:
         with self._lock:

@@ -27,7 +27,6 @@ difference as ≈ 2^32 s (4294967295.999999), and a timestamp pair can be out of
 
 from __future__ import annotations
 
-import argparse
 import math
 import threading
 from collections import OrderedDict
@@ -38,6 +37,7 @@ from typing import Any
 
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
 from cephscope.exporter.exposition import MetricSink, format_value
+from cephscope.exporter.settings import HostSettings
 
 PHASE_METRIC = "cephscope_osd_op_phase_duration_seconds"
 IGNORED_METRIC = "cephscope_osd_op_phase_duration_ignored_total"
@@ -333,8 +333,8 @@ class OpsCollector(DaemonCollector):
     default_enabled = True
     daemon_types = frozenset({"osd"})
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        super().__init__(args)
+    def __init__(self, settings: Any = None, host: HostSettings | None = None) -> None:
+        super().__init__(settings, host)
         self._histories: dict[str, DaemonOpHistory] = {}
         self._lock = threading.Lock()
 

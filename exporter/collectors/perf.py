@@ -20,7 +20,6 @@ restart between two scrapes, or between the schema and the dump).
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,10 +27,18 @@ from typing import Any
 from cephscope.exporter.asok import Daemon
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
 from cephscope.exporter.exposition import COUNTER, GAUGE, MetricSink, line_prefix
+from cephscope.exporter.settings import HostSettings, option
 
 PERFCOUNTER_LONGRUNAVG = 0x4
 PERFCOUNTER_HISTOGRAM = 0x10
-DEFAULT_PRIORITY = 5
+
+
+@dataclass(frozen=True)
+class PerfSettings:
+    priority: int = option(
+        5, "export perf counters with priority >= N (ceph-exporter's exporter_prio_limit;"
+        " 0 = all, 5 = useful, 10 = critical)", metavar="N",
+        hidden_aliases=("--ceph.perf-priority",))
 
 
 def promethize(name: str) -> str:
@@ -157,22 +164,13 @@ class PerfCollector(DaemonCollector):
     # and short-lived clients.
     daemon_types = frozenset({"osd", "mon", "mds"})
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        super().__init__(args)
-        self.priority = int(getattr(args, "ceph_perf_priority", DEFAULT_PRIORITY))
-        self._plans: dict[str, _Plan] = {}
+    settings_type = PerfSettings
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--ceph.perf-priority",
-            dest="ceph_perf_priority",
-            type=int,
-            default=DEFAULT_PRIORITY,
-            metavar="N",
-            help="export perf counters with priority >= N (ceph-exporter's exporter_prio_limit;"
-            " 0 = all, 5 = useful, 10 = critical; default %(default)s)",
-        )
+    def __init__(self, settings: PerfSettings | None = None, host: HostSettings | None = None
+                 ) -> None:
+        super().__init__(settings, host)
+        self.priority = self.settings.priority
+        self._plans: dict[str, _Plan] = {}
 
     def forget_daemon(self, daemon_name: str) -> None:
         self._plans.pop(daemon_name, None)

@@ -22,7 +22,6 @@ start time) starts from zero, which ``rate()`` handles as a counter reset.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import threading
@@ -32,8 +31,8 @@ from typing import Any
 
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
 from cephscope.exporter.exposition import MetricSink, escape_label_value
+from cephscope.exporter.settings import HostSettings
 
-DEFAULT_PROC_ROOT = "/proc"
 MAX_THREAD_GROUPS = 64
 OTHER_GROUP = "other"
 OSD_COMM = "ceph-osd"
@@ -234,26 +233,15 @@ class ThreadsCollector(DaemonCollector):
     default_enabled = True
     daemon_types = frozenset({"osd"})
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        super().__init__(args)
-        self.proc_root = getattr(args, "collector_threads_proc_root", DEFAULT_PROC_ROOT)
-        self.clk_tck = int(getattr(args, "collector_threads_clk_tck", None) or
-                           os.sysconf("SC_CLK_TCK"))
-        self.page_size = int(getattr(args, "collector_threads_page_size", None) or
-                             os.sysconf("SC_PAGE_SIZE"))
+    def __init__(self, settings: Any = None, host: HostSettings | None = None, *,
+                 clk_tck: int | None = None, page_size: int | None = None) -> None:
+        super().__init__(settings, host)
+        self.proc_root = self.host.paths.procfs
+        # clk_tck/page_size: the host's unless a test replays another machine's /proc
+        self.clk_tck = clk_tck or os.sysconf("SC_CLK_TCK")
+        self.page_size = page_size or os.sysconf("SC_PAGE_SIZE")
         self._accounts: dict[str, ThreadCpuAccount] = {}
         self._lock = threading.Lock()
-
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "--collector.threads.proc-root",
-            dest="collector_threads_proc_root",
-            default=DEFAULT_PROC_ROOT,
-            metavar="DIR",
-            help="procfs mount to read OSD processes from, e.g. /host/proc in a container "
-            f"(default: {DEFAULT_PROC_ROOT})",
-        )
 
     def forget_daemon(self, daemon_name: str) -> None:
         with self._lock:

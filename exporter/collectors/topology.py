@@ -22,10 +22,10 @@ resolved against this host's /sys). Refreshed every
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from cephscope.exporter.asok import AsokError, Daemon
 from cephscope.exporter.collector import CachedHostCollector, HostContext
@@ -39,16 +39,19 @@ from cephscope.exporter.netinfo import (
     parse_ceph_addrs,
 )
 from cephscope.exporter.osdmeta import MonClient, OsdFacts, facts_from_config
+from cephscope.exporter.settings import HostSettings, option
 
 log = logging.getLogger("cephscope.exporter.topology")
 
-DEFAULT_REFRESH_SECONDS = 60.0
 
 
-def _add_once(parser: argparse.ArgumentParser, flag: str, **kwargs: object) -> None:
-    """Add a flag unless another part of the exporter already defined it (shared flags)."""
-    if flag not in parser._option_string_actions:
-        parser.add_argument(flag, **kwargs)  # type: ignore[arg-type]
+@dataclass(frozen=True)
+class TopologySettings:
+    refresh_interval: float = option(
+        60.0, "re-read OSD metadata, sysfs and interfaces at most this often", metavar="SECONDS")
+    nodename: str = option(
+        "", "host identity put in the nodename label; must equal node_exporter's "
+        "node_uname_info nodename (empty: this host's uname node name)", metavar="NAME")
 
 
 class TopologyCollector(CachedHostCollector):
@@ -56,73 +59,26 @@ class TopologyCollector(CachedHostCollector):
     help = "OSD -> host, block devices and network interfaces (info series for PromQL joins)"
     default_enabled = True
 
-    @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
-        group = parser.add_argument_group("topology collector")
-        group.add_argument(
-            "--collector.topology.refresh-interval",
-            dest="topology_refresh_interval",
-            type=float,
-            default=DEFAULT_REFRESH_SECONDS,
-            metavar="SECONDS",
-            help="re-read OSD metadata, sysfs and interfaces at most this often "
-            f"(default {DEFAULT_REFRESH_SECONDS:g})",
-        )
-        group.add_argument(
-            "--collector.topology.nodename",
-            dest="topology_nodename",
-            default="",
-            metavar="NAME",
-            help="host identity put in the nodename label; must equal node_exporter's "
-            "node_uname_info nodename (default: this host's uname node name)",
-        )
-        _add_once(group, "--ceph.conf", dest="ceph_conf", default="/etc/ceph/ceph.conf", metavar="FILE",
-                  help="ceph.conf used to reach the mon for `osd metadata` "
-                  "(default /etc/ceph/ceph.conf)")
-        _add_once(group, "--ceph.name", dest="ceph_name", default="client.admin", metavar="NAME",
-                  help="cephx user for the mon connection (default client.admin)")
-        _add_once(group, "--ceph.keyring", dest="ceph_keyring", default="", metavar="FILE",
-                  help="keyring of --ceph.name (default: as ceph.conf says)")
-        _add_once(group, "--ceph.mon-timeout", dest="ceph_mon_timeout", type=float, default=3.0,
-                  metavar="SECONDS",
-                  help="seconds to wait for the mon before using admin sockets (default 3)")
-        _add_once(group, "--path.sysfs", dest="path_sysfs", default="/sys", metavar="DIR",
-                  help="sysfs mount point (default /sys)")
-        _add_once(group, "--path.procfs", dest="path_procfs", default="/proc", metavar="DIR",
-                  help="procfs mount point (default /proc)")
-        _add_once(group, "--path.devfs", dest="path_devfs", default="/dev", metavar="DIR",
-                  help="devtmpfs mount point (default /dev)")
-        _add_once(group, "--path.udev.data", dest="path_udev_data", default="/run", metavar="DIR",
-                  help="directory holding udev/data (default /run)")
-        _add_once(group, "--path.rootfs", dest="path_rootfs", default="/", metavar="DIR",
-                  help="host root for OSD data dirs and loop backing files (default /)")
+    settings_type = TopologySettings
 
     def __init__(
         self,
-        args: argparse.Namespace,
+        settings: TopologySettings | None = None,
+        host: HostSettings | None = None,
         *,
         mon: MonClient | None = None,
         addresses: Callable[[], list[InterfaceAddress]] | None = None,
     ) -> None:
-        super().__init__(args)
-        self.refresh_interval_seconds = float(
-            getattr(args, "topology_refresh_interval", DEFAULT_REFRESH_SECONDS)
-        )
-        self.nodename = getattr(args, "topology_nodename", "") or os.uname().nodename
-        self.sys_root = getattr(args, "path_sysfs", "/sys")
-        self.proc_root = getattr(args, "path_procfs", "/proc")
-        self.resolver = DeviceResolver(
-            sys_root=self.sys_root,
-            dev_root=getattr(args, "path_devfs", "/dev"),
-            run_root=getattr(args, "path_udev_data", "/run"),
-            host_root=getattr(args, "path_rootfs", "/"),
-        )
-        self.mon = mon or MonClient(
-            conffile=getattr(args, "ceph_conf", "/etc/ceph/ceph.conf"),
-            name=getattr(args, "ceph_name", "client.admin"),
-            keyring=getattr(args, "ceph_keyring", ""),
-            timeout=getattr(args, "ceph_mon_timeout", 3.0),
-        )
+        super().__init__(settings, host)
+        self.refresh_interval_seconds = self.settings.refresh_interval
+        self.nodename = self.settings.nodename or os.uname().nodename
+        paths, ceph = self.host.paths, self.host.ceph
+        self.sys_root = paths.sysfs
+        self.proc_root = paths.procfs
+        self.resolver = DeviceResolver(sys_root=paths.sysfs, dev_root=paths.devfs,
+                                       run_root=paths.udev_data, host_root=paths.rootfs)
+        self.mon = mon or MonClient(conffile=ceph.conf, name=ceph.name, keyring=ceph.keyring,
+                                    timeout=ceph.mon_timeout)
         self._addresses = addresses or (lambda: local_addresses(self.proc_root))
         # Last problem logged per subject: a line when it appears or changes, not every refresh.
         self._logged: dict[str, str] = {}

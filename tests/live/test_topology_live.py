@@ -3,7 +3,6 @@ node_exporter, the recording rules of alerts/osd_devices.rules.yml evaluated by 
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import subprocess
@@ -16,6 +15,7 @@ from cephscope.exporter.asok import discover_daemons
 from cephscope.exporter.collector import HostContext
 from cephscope.exporter.collectors.topology import TopologyCollector
 from cephscope.exporter.exposition import MetricSink, render
+from cephscope.exporter.settings import CephSettings, HostSettings
 
 
 def osd_loop_devices(devcluster: DevCluster) -> dict[str, str]:
@@ -104,9 +104,7 @@ def test_recording_rules_see_each_osd_write_during_rados_bench(
 
 
 def collect_once(devcluster: DevCluster, conf: str) -> str:
-    parser = argparse.ArgumentParser()
-    TopologyCollector.add_arguments(parser)
-    collector = TopologyCollector(parser.parse_args(["--ceph.conf", conf]))
+    collector = TopologyCollector(host=HostSettings(ceph=CephSettings(conf=conf)))
     ctx = HostContext(
         discover_daemons(devcluster.asok_dir, ["osd"]),
         asok_dir=str(devcluster.asok_dir),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import random
@@ -16,6 +15,7 @@ from cephscope.exporter.asok import Daemon
 from cephscope.exporter.collectors import enabled_collectors
 from cephscope.exporter.collectors.opqueue import (
     OpQueueCollector,
+    OpQueueSettings,
     ShardQueue,
     parse_op_pq_state,
 )
@@ -272,7 +272,7 @@ class _Session:
 def test_restarted_osd_is_dumped_again_despite_the_interval() -> None:
     five = load("ops_load", "osd.0")
     two = {k: v for k, v in five.items() if k.endswith((":0", ":1"))}
-    collector = OpQueueCollector(argparse.Namespace(collector_opqueue_min_interval=3600))
+    collector = OpQueueCollector(OpQueueSettings(min_interval=3600))
     before = _Session("osd.0", [five], pid=100)
     collector.collect_daemon(before, MetricSink())  # type: ignore[arg-type]
     same_life = _Session("osd.0", [two], pid=100)

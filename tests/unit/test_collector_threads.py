@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 from pathlib import Path
@@ -23,6 +22,7 @@ from cephscope.exporter.collectors.threads import (
     thread_group,
 )
 from cephscope.exporter.exposition import MetricSink, render_labels
+from cephscope.exporter.settings import HostSettings, PathSettings
 from tests.unit.fake_asok import FakeCluster, capture_dir, only_collectors, parse_samples, scrape_once
 
 PROC_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "proc"
@@ -105,13 +105,8 @@ def test_real_osd_process(osd: str) -> None:
 
 
 def _collector(proc_root: Path) -> ThreadsCollector:
-    return ThreadsCollector(
-        argparse.Namespace(
-            collector_threads_proc_root=str(proc_root),
-            collector_threads_clk_tck=CLK_TCK,
-            collector_threads_page_size=PAGE,
-        )
-    )
+    host = HostSettings(paths=PathSettings(procfs=str(proc_root)))
+    return ThreadsCollector(host=host, clk_tck=CLK_TCK, page_size=PAGE)
 
 
 class _Session:
@@ -237,7 +232,7 @@ def test_through_fake_sockets_with_a_missing_process(tmp_path: Path) -> None:
         cluster.add_osd(i, scenario="ops_load", source_osd=f"osd.{i % 2}")
     try:
         text = scrape_once(
-            tmp_path / "run", *THREADS, "--collector.threads.proc-root", str(AFTER)
+            tmp_path / "run", *THREADS, "--path.procfs", str(AFTER)
         )
     finally:
         cluster.stop()
@@ -287,7 +282,7 @@ def test_opqueue_ops_threads_exposition_passes_promtool(tmp_path: Path) -> None:
         cluster.add_osd(i, scenario="ops_load")
     try:
         text = scrape_once(tmp_path / "run", *only_collectors("opqueue", "ops", "threads"),
-                           "--collector.threads.proc-root", str(AFTER))
+                           "--path.procfs", str(AFTER))
     finally:
         cluster.stop()
     assert "cephscope_osd_thread_cpu_seconds_total{" in text

@@ -145,10 +145,10 @@ def test_priority_threshold(tmp_path: Path) -> None:
     try:
         default = types_of(scrape_once(tmp_path / "run", *PERF_AND_HISTOGRAM))
         everything = types_of(
-            scrape_once(tmp_path / "run", *PERF_AND_HISTOGRAM, "--ceph.perf-priority", "0")
+            scrape_once(tmp_path / "run", *PERF_AND_HISTOGRAM, "--collector.perf.priority", "0")
         )
         critical = types_of(
-            scrape_once(tmp_path / "run", *PERF_AND_HISTOGRAM, "--ceph.perf-priority", "10")
+            scrape_once(tmp_path / "run", *PERF_AND_HISTOGRAM, "--collector.perf.priority", "10")
         )
     finally:
         cluster.stop()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -148,8 +147,8 @@ class CountingCachedCollector(CachedHostCollector):
     help = "counts refreshes"
     refresh_interval_seconds = 3600.0
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        super().__init__(args)
+    def __init__(self) -> None:
+        super().__init__()
         self.refreshes = 0
         self.fail_next = False
 
@@ -164,8 +163,8 @@ def test_collector_exception_fails_only_that_collector_on_that_daemon(tmp_path: 
     run = tmp_path / "run"
     cluster = FakeCluster(run)
     args = exporter_args(run, *PERF_AND_HISTOGRAM)
-    exploding = ExplodingCollector(args)
-    cached = CountingCachedCollector(args)
+    exploding = ExplodingCollector()
+    cached = CountingCachedCollector()
     scraper = Scraper([*enabled_collectors(args), exploding, cached], settings_from_args(args))
     try:
         cluster.add_osd(0)

@@ -3,7 +3,6 @@ replaying real captures, devices from the sysfs fixture tree, rendered expositio
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import logging
@@ -17,11 +16,13 @@ import pytest
 
 from cephscope.exporter.asok import discover_daemons
 from cephscope.exporter.collector import HostContext
-from cephscope.exporter.collectors import add_collector_arguments, enabled_collectors
-from cephscope.exporter.collectors.topology import TopologyCollector
+from cephscope.exporter.collectors import enabled_collectors
+from cephscope.exporter.collectors.topology import TopologyCollector, TopologySettings
 from cephscope.exporter.exposition import MetricSink, render
+from cephscope.exporter.main import build_parser
 from cephscope.exporter.netinfo import InterfaceAddress, parse_if_inet6, parse_ip_json
 from cephscope.exporter.osdmeta import MonClient, facts_from_metadata
+from cephscope.exporter.settings import HostSettings, PathSettings
 from tests.unit.fake_asok import FakeCluster, capture_dir
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -102,18 +103,11 @@ def addresses() -> list[InterfaceAddress]:
 
 
 def make_collector(root: Path, mon: MonClient, refresh: float = 60.0) -> TopologyCollector:
-    parser = argparse.ArgumentParser()
-    TopologyCollector.add_arguments(parser)
-    args = parser.parse_args([
-        "--collector.topology.refresh-interval", str(refresh),
-        "--collector.topology.nodename", "vm",
-        "--path.sysfs", str(root / "sys"),
-        "--path.devfs", str(root / "dev"),
-        "--path.udev.data", str(root / "run"),
-        "--path.procfs", str(root / "proc"),
-        "--path.rootfs", str(root / "host"),
-    ])
-    return TopologyCollector(args, mon=mon, addresses=addresses)
+    paths = PathSettings(sysfs=str(root / "sys"), devfs=str(root / "dev"),
+                         udev_data=str(root / "run"), procfs=str(root / "proc"),
+                         rootfs=str(root / "host"))
+    return TopologyCollector(TopologySettings(refresh_interval=refresh, nodename="vm"),
+                             HostSettings(paths=paths), mon=mon, addresses=addresses)
 
 
 def context(asok_dir: Path) -> HostContext:
@@ -345,8 +339,7 @@ def test_dedicated_db_and_wal_only_when_ceph_says_so() -> None:
 
 
 def test_registered_with_flags() -> None:
-    parser = argparse.ArgumentParser()
-    add_collector_arguments(parser)
+    parser = build_parser()  # the global --ceph.* flags are main's
     args = parser.parse_args([
         "--collector.topology.refresh-interval", "5", "--ceph.conf", "/x/ceph.conf",
         "--ceph.name", "client.cephscope",
