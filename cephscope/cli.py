@@ -18,6 +18,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "stack": ("cephscope.deploy.stack_cli", "local Prometheus/Alertmanager/node_exporter stack"),
     "sweep": ("cephscope.runner.sweep_cli", "run a parametric benchmark sweep"),
     "report": ("cephscope.runner.report_cli", "write the report of a finished run"),
+    "search": ("cephscope.runner.search.cli", "replay a search against a stored full grid"),
+    "recommend": ("cephscope.runner.search.recommend_cli",
+                  "the configuration to use, with its confidence"),
     "compare": ("cephscope.runner.compare_cli", "compare two runs step by step"),
     "dashboards": ("cephscope.dashboards.build", "build the Grafana dashboards JSON"),
 }

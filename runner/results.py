@@ -109,6 +109,15 @@ class RunDir:
         except ValueError as exc:
             raise ResultsError(f"{self.path}/run.json is corrupt: {exc}") from exc
 
+    def add_step(self, step: Step) -> None:
+        """Append a step decided during the run (a search's ask) to run.json, before it runs,
+        so a resumed run knows it."""
+        run = self.load_run()
+        if any(d["id"] == step.id for d in run["steps"]):
+            return
+        run["steps"].append(step.to_dict())
+        atomic_write_json(self.path / "run.json", run)
+
     def steps(self) -> list[Step]:
         return [Step.from_dict(d) for d in self.load_run()["steps"]]
 

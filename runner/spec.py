@@ -26,6 +26,8 @@ from typing import Any
 
 import yaml
 
+from cephscope.runner.search.settings import AdaptiveIterations, parse_iterations, parse_search
+
 # Keys in CBT's `cluster:` section that build or describe a cluster cephscope does not manage:
 # accepted (so a CBT file loads as it is) with one warning line each.
 CBT_CLUSTER_KEYS_IGNORED = frozenset(
@@ -48,7 +50,7 @@ CLUSTER_KEYS_USED = frozenset(
 # Top-level keys.
 TOP_KEYS = frozenset(
     {"cluster", "benchmarks", "pool_profiles", "erasure_profiles", "iterations", "ceph_config",
-     "restart", "name", "description"}
+     "restart", "name", "description", "search"}
 )
 TOP_KEYS_CBT_IGNORED = frozenset({"monitoring_profiles", "client_endpoints"})
 
@@ -138,6 +140,9 @@ class Spec:
     conf_file: str | None = None
     cluster_name: str = "ceph"
     warnings: list[str] = field(default_factory=list)
+    # `iterations: {min, max, ci}` and the `search:` section (cephscope.runner.search.settings)
+    adaptive: Any = None
+    search: Any = None
 
     def line_of(self, path: tuple[Any, ...]) -> int | None:
         # Fall back to the closest enclosing key that has a line.
@@ -165,6 +170,9 @@ class Spec:
                 "timeout_seconds": self.restart.timeout_seconds,
             },
             "cluster_name": self.cluster_name,
+            **({"iterations_adaptive": self.adaptive.to_dict()} if self.adaptive else {}),
+            **({"search_raw": self.raw.get("search"), "search": self.search.to_dict()}
+               if self.search else {}),
         }
 
 
@@ -390,8 +398,11 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
     # iterations: top level or CBT's cluster.iterations
     for kp, container in ((("iterations",), data), (("cluster", "iterations"), cluster)):
         if "iterations" in container:
-            it = _int(c, kp, container["iterations"], 1)
-            if it is not None:
+            it, problems = parse_iterations(container["iterations"], kp, c._where)
+            c.problems += problems
+            if isinstance(it, AdaptiveIterations):
+                spec.adaptive, spec.iterations = it, it.min
+            elif it is not None:
                 spec.iterations = it
 
     # erasure profiles, then pool profiles (both top level or CBT's cluster.*)
@@ -462,6 +473,10 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
             else:
                 c.error(pk, value, f"unknown {bname} parameter")
         spec.benchmarks[bname] = kept
+
+    if "search" in data:
+        spec.search, problems = parse_search(data["search"], c._where, spec.benchmarks)
+        c.problems += problems
 
     spec.warnings = c.warnings
     if c.problems:

@@ -42,11 +42,14 @@ from cephscope.runner.cephconfig import (
 from cephscope.runner.phase_metrics import MetricsServer, PhaseMetrics
 from cephscope.runner.pools import PoolManager
 from cephscope.runner.results import ResultsError, RunDir, load_baseline
+from cephscope.runner.search import live as live_search
+from cephscope.runner.search.schedule import BudgetError
 from cephscope.runner.spec import Spec, SpecError, load_spec
 from cephscope.runner.steps import (
     Step,
     axis_labels,
     count_restarts,
+    format_value,
     generate_steps,
     order_steps,
 )
@@ -254,7 +257,11 @@ class Sweep:
             print(f"warning: {w}", file=sys.stderr, flush=True)
         self.connect(spec)
         if self.opts.dry_run:
-            self.print_plan(self.plan(spec, cluster_optional=True))
+            plan = self.plan(spec, cluster_optional=True)
+            self.print_plan(plan)
+            if _searches(spec):
+                for line in live_search.expected(self._search_plan(spec, plan)):
+                    self.log(line)
             if self.cli is not None:
                 self.cli.close()
             return 0
@@ -263,17 +270,21 @@ class Sweep:
             assert self.opts.resume_dir is not None
             self.run_dir = RunDir(self.opts.resume_dir)
             steps = self.run_dir.steps()
-            plan = self.plan(spec, steps)
+            # a search's steps are decided as it goes: plan over the whole grid
+            plan = self.plan(spec) if _searches(spec) else self.plan(spec, steps)
             run_id = self.run_dir.run_id
             done = sum(1 for s in steps if self.run_dir.is_done(s))
             self.log(f"resuming run {run_id}: {done}/{len(steps)} steps already done")
         else:
             assert self.opts.spec_path is not None
             plan = self.plan(spec)
+            if _searches(spec):
+                self._search_plan(spec, plan)  # budget problems before the cluster changes
             run_id = make_run_id(self.opts.spec_path)
             path = self.opts.results_dir or Path("results") / run_id
             self.run_dir = RunDir.create(
-                path, run_id, self.opts.spec_path, spec_text, spec.resolved(), plan.steps,
+                path, run_id, self.opts.spec_path, spec_text, spec.resolved(),
+                [] if _searches(spec) else plan.steps,
                 meta={"restart_options": sorted(plan.restart_options),
                       "estimated_seconds": plan.estimated_seconds})
             self.log(f"run {run_id}: {len(plan.steps)} steps, {plan.restarts} OSD restart(s), "
@@ -325,8 +336,9 @@ class Sweep:
                 self._finish(plan)
         if interrupted:
             return 130
-        done = sum(1 for s in plan.steps if rd.is_done(s))
-        self.log(f"run {run_id}: {done}/{len(plan.steps)} steps done, "
+        steps = rd.steps() if _searches(spec) else plan.steps
+        done = sum(1 for s in steps if rd.is_done(s))
+        self.log(f"run {run_id}: {done}/{len(steps)} steps done, "
                  f"{len(self.failed)} failed; summary: {rd.path / 'summary.csv'}")
         if ran_steps and self.server is not None and self.opts.metrics_linger_seconds > 0:
             # Let Prometheus scrape the last end timestamp.
@@ -351,12 +363,54 @@ class Sweep:
         with contextlib.suppress(OSError, ValueError):
             self._pull_pending_system_metrics(plan.steps, final=True)
         with contextlib.suppress(OSError, ValueError):
-            self.run_dir.write_summary(plan.steps)
+            self.run_dir.write_summary(self.run_dir.steps() if _searches(plan.spec)
+                                       else plan.steps)
         if self.cli is not None:
             self.cli.close()
 
+    def _search_plan(self, spec: Spec, plan: Plan) -> live_search.LivePlan:
+        try:
+            return live_search.make_plan(
+                plan.steps, plan.restart_options, spec.search, spec.iterations, spec.adaptive,
+                {n: p.to_dict() for n, p in spec.pool_profiles.items()})
+        except (live_search.SearchPlanError, BudgetError) as exc:
+            raise SpecError([f"{spec.where(('search',))}: {exc}"]) from exc
+
+    def _run_search(self, spec: Spec, plan: Plan, baseline: Mapping[str, Any]) -> None:
+        """Adaptive repetition or a search: steps are decided as results come in."""
+        assert self.run_dir is not None and self.metrics is not None
+        rd = self.run_dir
+        splan = self._search_plan(spec, plan)
+        current = plan.current_restart_values
+        start_key = (tuple(format_value(current.get(a.split(".", 1)[1])) for a, _ in
+                           splan.space.axes if a in splan.space.restart_axes)
+                     if current is not None else None)
+
+        def run_step(step: Step) -> str | None:
+            progress = Progress([step], [step], self.benchmarks, tty=False, log=self.log)
+            progress.start(step)
+            error = self._run_one(spec, step, baseline.get(step.id), progress)
+            progress.finish(step, rd.step_result(step), error)
+            steps = rd.steps()
+            self.metrics.set_progress(sum(1 for s in steps if rd.is_done(s)), len(self.failed))
+            with contextlib.suppress(OSError, ValueError):
+                rd.write_summary(steps)
+            self._pull_pending_system_metrics(steps, final=False)
+            if error and self.opts.stop_on_failure:
+                raise SweepError(f"step {step.id} failed (--stop-on-failure)")
+            return error
+
+        live_search.run_live_search(rd, splan, run_step, start_key, self.log)
+        data = live_search.load_outcome(rd)
+        if data is not None:
+            for line in live_search.format_outcome(data):
+                self.log(line)
+
     def _run_steps(self, spec: Spec, plan: Plan, baseline: Mapping[str, Any]) -> None:
         assert self.run_dir is not None and self.metrics is not None
+        if _searches(spec):
+            self._run_search(spec, plan, baseline)
+            return
         rd = self.run_dir
         todo = [s for s in plan.steps if not rd.is_done(s)]
         progress = Progress(plan.steps, todo, self.benchmarks, tty=self.opts.tty, log=self.log)
@@ -497,6 +551,11 @@ class Sweep:
             data = pull_step_window(self.opts.prometheus_url, ts["started"], ts["ended"],
                                     self.opts.prometheus_rate_window)
             rd.write_step_file(step, "prometheus.json", data)
+
+
+def _searches(spec: Spec) -> bool:
+    """Steps decided as the run goes (adaptive repetition or a search), not a fixed list."""
+    return spec.search is not None or spec.adaptive is not None
 
 
 def rd_run_id(path: Path | None) -> str | None:

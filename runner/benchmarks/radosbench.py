@@ -129,6 +129,12 @@ def _per_second_ops(samples: Sequence[Mapping[str, float]]) -> list[float]:
     return [b - a for a, b in itertools.pairwise(finished)]
 
 
+def _sum_per_second(outputs: Sequence[RadosBenchOutput]) -> list[float]:
+    series = [_per_second_ops(o.samples) for o in outputs]
+    length = min((len(s) for s in series), default=0)
+    return [sum(s[i] for s in series) for i in range(length)]
+
+
 def _stddev(values: Sequence[float]) -> float:
     if len(values) < 2:
         return 0.0
@@ -250,6 +256,8 @@ def result_from_outputs(mode: str, outputs: Sequence[RadosBenchOutput]) -> Bench
         extra={
             "processes": len(outputs),
             "per_process": per_proc,
+            # ops finished in each second, all processes added (a warm-up can be cut off)
+            "per_second_ops": _sum_per_second(outputs),
             "note": NO_PERCENTILES_NOTE,
         },
     )

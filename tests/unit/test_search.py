@@ -1,0 +1,184 @@
+"""Search: stopping rule, halving schedule, Pareto front, spec errors, replay, recommendation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cephscope.runner.search.analysis import load_run, recommend
+from cephscope.runner.search.engine import Search
+from cephscope.runner.search.pareto import pareto_front
+from cephscope.runner.search.replay import replay, synthetic_grid
+from cephscope.runner.search.schedule import BudgetError, halving_schedule
+from cephscope.runner.search.settings import (
+    AdaptiveIterations,
+    Objective,
+    SearchSettings,
+    parse_iterations,
+    parse_search,
+)
+from cephscope.runner.search.space import Space
+from cephscope.runner.search.stopping import decide
+from cephscope.runner.spec import SpecError, load_spec
+
+RULE = AdaptiveIterations(min=2, max=5, ci=0.05)
+
+
+def where(kp):
+    return "spec.yaml:1"
+
+
+def test_stopping_rule_stops_when_ci_tight() -> None:
+    # mean 1000, sd 10: half-width t(0.975,1)*10/sqrt(2) = 89.8 -> 9 %: more
+    assert decide([990, 1010], RULE).reason == "more"
+    d = decide([1000, 1002, 998], RULE)  # half-width 4.97 -> 0.5 %
+    assert d.done and d.reason == "ci" and d.rel_ci_half_width < 0.05
+
+
+def test_stopping_rule_gives_up_at_max_and_says_so() -> None:
+    d = decide([800, 1200, 900, 1100, 1000], RULE)
+    assert d.done and d.reason == "max" and d.rel_ci_half_width > 0.05
+    assert decide([1000], RULE).reason == "more"  # never stops below min
+
+
+def test_iterations_spec_fixed_and_adaptive() -> None:
+    assert parse_iterations(3, ("iterations",), where) == (3, [])
+    it, problems = parse_iterations({"min": 2, "max": 8, "ci": "5%"}, ("iterations",), where)
+    assert it == AdaptiveIterations(2, 8, 0.05) and not problems
+    _, problems = parse_iterations({"min": 1, "max": 0, "ci": "50"}, ("iterations",), where)
+    assert len(problems) == 3 and "min" in problems[0]
+
+
+def test_halving_schedule_known_answer() -> None:
+    rungs = halving_schedule(16, eta=3, min_seconds=2, full_seconds=5, budget_seconds=80,
+                             final_candidates=4)
+    assert [(r.candidates, r.seconds) for r in rungs] == [(16, 2), (6, 2), (4, 5)]
+    assert [r.repetitions for r in rungs] == [1, 2, 1]
+    assert sum(r.cost(0) for r in rungs) <= 80
+    with pytest.raises(BudgetError, match="smaller than one pass"):
+        halving_schedule(16, 3, 2, 5, 40)
+
+
+def test_pareto_front_known_answer() -> None:
+    objs = [Objective("iops", "maximize"), Objective("latency_avg", "minimize")]
+    points = {"a": [100, 5.0], "b": [90, 2.0], "c": [80, 3.0], "d": [100, 6.0], "e": [70, 1.0]}
+    assert pareto_front(points, objs) == ["a", "b", "e"]
+
+
+def test_search_spec_bad_input_names_the_key() -> None:
+    bms = {"radosbench": {}}
+    _, problems = parse_search({"maximize": "latency_p99"}, where, bms)
+    assert "radosbench does not produce latency_p99" in problems[0]
+    _, problems = parse_search({"method": "annealing", "budget": {"steps": 0},
+                                "constraints": ["latency_avg <= 5 parsecs"]}, where, bms)
+    text = "\n".join(problems)
+    assert "unknown method" in text and "search.budget.steps" in text and "unknown unit" in text
+    s, problems = parse_search({"method": "halving", "maximize": "iops",
+                                "constraints": ["latency_avg <= 5 ms"],
+                                "budget": {"fraction": "1/3"}}, where, bms)
+    assert not problems and s.budget.fraction == pytest.approx(1 / 3)
+    assert s.constraints[0].value == pytest.approx(0.005)
+
+
+def test_spec_file_with_search_section(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("iterations: {min: 2, max: 6, ci: 5%}\n"
+                    "ceph_config: {osd_op_num_shards: [1, 2]}\n"
+                    "benchmarks: {radosbench: {time: 5, write_only: true}}\n"
+                    "search: {method: halving, budget: {fraction: 0.5}}\n")
+    spec = load_spec(path)
+    assert spec.adaptive == AdaptiveIterations(2, 6, 0.05) and spec.iterations == 2
+    assert spec.search.method == "halving"
+    path.write_text("ceph_config: {osd_op_num_shards: [1, 2]}\n"
+                    "benchmarks: {radosbench: {time: 5}}\n"
+                    "search: {minimize: latency_p99}\n")
+    with pytest.raises(SpecError, match=r"s.yaml:3: search: objective"):
+        load_spec(path)
+
+
+def _adaptive_search(noise_of):  # type: ignore[no-untyped-def]
+    space = Space.of({"ceph_config.a": [1, 2], "b": ["x", "y"]}, {"ceph_config.a"})
+    calls = []
+    counter = {}
+
+    def evaluate(c, seconds, rep):  # type: ignore[no-untyped-def]
+        calls.append((c, rep))
+        k = counter[c] = counter.get(c, 0) + 1
+        wobble = noise_of(dict(c)) * (1 if k % 2 else -1)
+        return {"iops": 1000.0 * dict(c)["ceph_config.a"] + wobble}
+
+    search = Search(space, SearchSettings(objectives=(Objective("iops", "maximize"),)),
+                    evaluate, full_seconds=5, iterations=AdaptiveIterations(2, 6, 0.05))
+    return search.run(), calls
+
+
+def test_adaptive_grid_interleaves_within_a_restart_group() -> None:
+    outcome, calls = _adaptive_search(lambda c: 400.0 if c["b"] == "y" else 1.0)
+    labels = [(dict(c)["ceph_config.a"], dict(c)["b"], rep) for c, rep in calls]
+    # a=1 group first, its two candidates alternate; then the a=2 group
+    assert labels[:4] == [(1, "x", 0), (1, "y", 0), (1, "x", 1), (1, "y", 1)]
+    assert outcome.restarts == 2
+    reps = {dict(c)["b"] + str(dict(c)["ceph_config.a"]): r
+            for c, r in outcome.repetitions.items()}
+    assert reps["x1"]["stopped"] == "ci" and reps["x1"]["n"] == 2
+    assert reps["y1"]["stopped"] == "max" and reps["y1"]["n"] == 6  # noisy: hit max, said so
+    assert dict(outcome.chosen)["ceph_config.a"] == 2
+
+
+@pytest.mark.parametrize(("noise", "method"), [(0.05, "halving"), (0.05, "bayes")])
+def test_replay_synthetic_meets_target_at_5_percent_noise(noise: float, method: str) -> None:
+    table = synthetic_grid(noise, seed=1)
+    settings = SearchSettings(method=method, objectives=(Objective("iops", "maximize"),))
+    figures = replay(table, settings, seeds=30, budget_fraction=1 / 3)
+    assert figures.success >= 0.9
+    assert figures.spent_seconds_median <= figures.grid_seconds / 3 + 1e-9
+    assert figures.seconds_p90 <= figures.grid_seconds / 3
+
+
+def test_replay_is_deterministic_per_seed() -> None:
+    table = synthetic_grid(0.15, seed=1)
+    settings = SearchSettings(method="halving", objectives=(Objective("iops", "maximize"),))
+    a = replay(table, settings, seeds=10, budget_fraction=1 / 3)
+    b = replay(table, settings, seeds=10, budget_fraction=1 / 3)
+    assert a == b
+
+
+def _run_dir(tmp_path: Path, values: dict[int, list[float]]) -> Path:
+    steps = []
+    for shards, vals in values.items():
+        for i, v in enumerate(vals):
+            sid = f"s{shards}i{i}"
+            steps.append({"id": sid, "benchmark": "radosbench", "iteration": i,
+                          "params": {"time": 5}, "pool_profile": None,
+                          "ceph_config": {"osd_op_num_shards": shards},
+                          "axes": {"ceph_config.osd_op_num_shards": shards}})
+            d = tmp_path / f"step-{sid}"
+            d.mkdir()
+            (d / "result.json").write_text(json.dumps({"step": sid, "results": [
+                {"mode": "write", "iops": v, "bandwidth_bytes_per_second": v * 4096}]}))
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "steps": steps,
+                                                   "restart_options": ["osd_op_num_shards"]}))
+    (tmp_path / "pre_sweep_config.json").write_text(json.dumps(
+        {"db": {}, "running": {"osd_op_num_shards": {"osd.0": "2", "osd.1": "2"}}}))
+    return tmp_path
+
+
+def test_recommend_significant_improvement(tmp_path: Path) -> None:
+    data = load_run(_run_dir(tmp_path, {2: [1000, 1010, 990], 4: [1200, 1190, 1210],
+                                        8: [1195, 1215, 1190]}))
+    rec = recommend(data)
+    assert dict(rec.best)["ceph_config.osd_op_num_shards"] == 4
+    assert rec.significant and rec.improvement == pytest.approx(0.2)
+    lo, hi = rec.improvement_ci
+    assert lo > 0 and lo < 0.2 < hi
+    assert [dict(c)["ceph_config.osd_op_num_shards"] for c in rec.indistinguishable] == [8]
+    assert rec.config_lines == [["ceph", "config", "set", "osd", "osd_op_num_shards", "4"]]
+
+
+def test_recommend_says_no_significant_difference(tmp_path: Path) -> None:
+    data = load_run(_run_dir(tmp_path, {2: [1000, 1200, 900], 4: [1050, 1250, 950]}))
+    rec = recommend(data)
+    assert dict(rec.best)["ceph_config.osd_op_num_shards"] == 4
+    assert rec.significant is False and rec.improvement_ci[0] < 0 < rec.improvement_ci[1]
