@@ -9,44 +9,29 @@ Prometheus URL). Nothing here talks to the cluster.
 from __future__ import annotations
 
 import html
-import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cephscope.runner.results import RunDir, atomic_write_text, read_json
+from cephscope.runner.step_system import (
+    OsdTopology,
+    SystemFigures,
+    summarize_system,
+    topology_from_series,
+)
 from cephscope.runner.steps import Step, axis_labels, format_value
+
+__all__ = ["OsdTopology", "Report", "Row", "SystemFigures", "likely_bottleneck", "load_rows",
+           "summarize_system", "write_report"]
 
 # A device or CPU busier than this during a step is called saturated.
 SATURATION_RATIO = 0.85
 # OSD-side latency below this share of the client's latency: the time is spent elsewhere.
 OSD_LATENCY_SHARE_LOW = 0.3
 PLOT_DIR = "report-plots"
-
-
-@dataclass
-class SystemFigures:
-    """Step-window averages of the system metrics (None when not available)."""
-
-    cpu_busy_ratio: float | None = None
-    cpu_instance: str | None = None
-    disk_util_ratio: float | None = None
-    disk_device: str | None = None
-    disk_await_seconds: float | None = None
-    disk_iops: float | None = None
-    nic_bytes_per_second: float | None = None
-    nic_device: str | None = None
-    osd_ops_per_second: float | None = None
-    osd_op_latency_seconds: float | None = None
-    # disk/NIC figures limited to the OSDs' devices (False: every device of the host)
-    osd_devices_only: bool = False
-    errors: list[str] = field(default_factory=list)
-
-    @property
-    def available(self) -> bool:
-        return self.cpu_busy_ratio is not None or self.disk_util_ratio is not None
 
 
 @dataclass
@@ -80,43 +65,6 @@ class Row:
 
 # ---- system metrics ----------------------------------------------------------------------------
 
-def _series_means(entry: Mapping[str, Any], window: tuple[float, float] | None = None
-                  ) -> list[tuple[dict[str, str], float]]:
-    """Mean of every series of a query_range result (NaN points dropped), over the points
-    inside `window` (start, end) when given and any fall inside it, else over all points."""
-    out = []
-    for series in entry.get("result", []) or []:
-        points = []
-        for point in series.get("values", []) or []:
-            try:
-                stamp, value = float(point[0]), float(point[1])
-            except (TypeError, ValueError, IndexError):
-                continue
-            if math.isfinite(value):
-                points.append((stamp, value))
-        inside = [v for t, v in points if window and window[0] <= t <= window[1]]
-        values = inside or [v for _t, v in points]
-        if values:
-            out.append((dict(series.get("metric", {})), statistics.fmean(values)))
-    return out
-
-
-@dataclass(frozen=True)
-class OsdTopology:
-    """Devices and interfaces the OSDs use (from cephscope_osd_device_info /
-    cephscope_osd_network_info), to keep other disks and NICs of the host out of the figures."""
-
-    devices: frozenset[str] = frozenset()
-    interfaces: frozenset[str] = frozenset()
-
-
-def topology_from_series(device_series: Iterable[Mapping[str, Any]],
-                         network_series: Iterable[Mapping[str, Any]]) -> OsdTopology:
-    devices = {s.get("metric", {}).get("device") for s in device_series}
-    interfaces = {s.get("metric", {}).get("interface") for s in network_series}
-    return OsdTopology(frozenset(d for d in devices if d), frozenset(i for i in interfaces if i))
-
-
 def fetch_topology(prometheus_url: str, timeout_seconds: float = 10.0) -> OsdTopology:
     """The OSDs' devices and interfaces as Prometheus knows them now (empty when unknown)."""
     import requests
@@ -131,69 +79,6 @@ def fetch_topology(prometheus_url: str, timeout_seconds: float = 10.0) -> OsdTop
             found[metric] = []
     return topology_from_series(found["cephscope_osd_device_info"],
                                 found["cephscope_osd_network_info"])
-
-
-def _topology_in(prometheus: Mapping[str, Any]) -> OsdTopology:
-    """Topology stored with the step's metrics, if the sweep pulled the info series too."""
-    queries = prometheus.get("queries", {})
-    devices = (queries.get("osd_device_info") or {}).get("result") or []
-    networks = (queries.get("osd_network_info") or {}).get("result") or []
-    return topology_from_series(devices, networks)
-
-
-def summarize_system(prometheus: Mapping[str, Any] | None,
-                     topology: OsdTopology | None = None,
-                     window: tuple[float, float] | None = None) -> SystemFigures:
-    """Step-window means; disks and NICs limited to the OSDs' own when the topology is known."""
-    figures = SystemFigures()
-    if not prometheus:
-        return figures
-    queries = prometheus.get("queries", {})
-    for name, entry in queries.items():
-        if isinstance(entry, Mapping) and entry.get("error"):
-            figures.errors.append(f"{name}: {entry['error']}")
-    stored = _topology_in(prometheus)
-    topology = stored if stored.devices or stored.interfaces else (topology or OsdTopology())
-    figures.osd_devices_only = bool(topology.devices)
-
-    def means(name: str) -> list[tuple[dict[str, str], float]]:
-        entry = queries.get(name)
-        found = _series_means(entry, window) if isinstance(entry, Mapping) else []
-        if name.startswith("disk_") and topology.devices:
-            found = [(m, v) for m, v in found if m.get("device") in topology.devices]
-        if name.startswith("nic_") and topology.interfaces:
-            found = [(m, v) for m, v in found if m.get("device") in topology.interfaces]
-        return found
-
-    cpu = means("cpu_busy_ratio")
-    if cpu:
-        labels, value = max(cpu, key=lambda lv: lv[1])
-        figures.cpu_busy_ratio, figures.cpu_instance = value, labels.get("instance")
-    util = means("disk_util_ratio")
-    if util:
-        labels, value = max(util, key=lambda lv: lv[1])
-        figures.disk_util_ratio, figures.disk_device = value, labels.get("device")
-        awaits = {m.get("device"): v for m, v in means("disk_await_seconds")}
-        figures.disk_await_seconds = awaits.get(figures.disk_device)
-        reads = {m.get("device"): v for m, v in means("disk_read_iops")}
-        writes = {m.get("device"): v for m, v in means("disk_write_iops")}
-        if figures.disk_device in reads or figures.disk_device in writes:
-            figures.disk_iops = reads.get(figures.disk_device, 0.0) + writes.get(
-                figures.disk_device, 0.0)
-    nic: dict[str, float] = {}
-    for name in ("nic_receive_bytes_per_second", "nic_transmit_bytes_per_second"):
-        for labels, value in means(name):
-            device = labels.get("device", "?")
-            nic[device] = nic.get(device, 0.0) + value
-    if nic:
-        figures.nic_device, figures.nic_bytes_per_second = max(nic.items(), key=lambda kv: kv[1])
-    osd_ops = means("osd_ops_per_second")
-    if osd_ops:
-        figures.osd_ops_per_second = sum(v for _m, v in osd_ops)
-    osd_lat = means("osd_op_latency_seconds")
-    if osd_lat:
-        figures.osd_op_latency_seconds = statistics.fmean(v for _m, v in osd_lat)
-    return figures
 
 
 def likely_bottleneck(row: Row) -> str:

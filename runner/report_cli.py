@@ -14,8 +14,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prometheus-url", metavar="URL",
                         help="pull system metrics for steps that have none stored "
                              "(e.g. http://127.0.0.1:9090)")
-    parser.add_argument("--rate-window", default="15s",
-                        help="rate() window of the system queries (default: 15s)")
+    parser.add_argument("--rate-window", default="auto", metavar="DURATION",
+                        help="rate() window of the system queries pulled with --prometheus-url "
+                             "(default auto: 4 x Prometheus' scrape interval)")
     parser.add_argument("--no-plots", action="store_true", help="skip the matplotlib plots")
 
 

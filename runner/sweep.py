@@ -97,7 +97,7 @@ class SweepOptions:
     grafana_token: str | None = None
     grafana_dashboard_uid: str | None = None
     prometheus_url: str | None = None
-    prometheus_rate_window: str = "15s"
+    prometheus_rate_window: str = "auto"
     prometheus_lag_seconds: float = 10.0
     baseline_dir: Path | None = None
     keep_pools: bool = False
@@ -644,7 +644,7 @@ class Progress:
                 from rich.table import Table
 
                 table = Table(title="finished steps")
-                for col in ("#", "step", "params", "mode", "IOPS", "MB/s", "lat avg ms",
+                for col in ("#", "step", "params", "mode", "IOPS", "MiB/s", "lat avg ms",
                             "status"):
                     table.add_column(col)
                 for row in self.finished_rows:
@@ -673,7 +673,7 @@ class Progress:
             lat = r.get("latency_avg_seconds")
             rows.append((n, step.id, step.short_params(), str(r.get("mode")),
                          f"{r.get('iops', 0):.0f}",
-                         f"{(r.get('bandwidth_bytes_per_second') or 0) / 1e6:.1f}",
+                         f"{(r.get('bandwidth_bytes_per_second') or 0) / 2**20:.1f}",
                          f"{lat * 1000:.2f}" if lat is not None else "-", "done"))
         if error:
             rows.append((n, step.id, step.short_params(), "-", "-", "-", "-",
@@ -684,4 +684,4 @@ class Progress:
         else:
             for row in rows:
                 self.log(f"step {row[0]}/{len(self.steps)} {row[1]} {row[2]} mode={row[3]} "
-                         f"iops={row[4]} MB/s={row[5]} lat_avg_ms={row[6]} {row[7]}")
+                         f"iops={row[4]} MiB/s={row[5]} lat_avg_ms={row[6]} {row[7]}")

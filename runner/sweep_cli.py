@@ -62,8 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "the end (default 30 = 2 x a 15 s scrape interval)")
     obs.add_argument("--prometheus-url",
                      help="pull system metrics of every step window into the results dir")
-    obs.add_argument("--prometheus-rate-window", default="15s",
-                     help="rate() window for those queries (default 15s)")
+    obs.add_argument("--prometheus-rate-window", default="auto", metavar="DURATION",
+                     help="rate() window for those queries (default auto: 4 x Prometheus' "
+                          "scrape interval)")
     obs.add_argument("--grafana-url", help="write a region annotation per step")
     obs.add_argument("--grafana-token",
                      help=f"Grafana API token (default: ${TOKEN_ENV})")

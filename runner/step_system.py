@@ -1,0 +1,309 @@
+"""System figures of one step's mode window, computed from the step's stored prometheus.json
+(see `system_metrics`): nothing here talks to Prometheus, so a report made offline equals one
+made online.
+
+Per window: the busiest host's CPU (the headline), per-host CPU by mode (user, system, iowait),
+per-core busy fractions (the busiest core), per OSD device IOPS / await / util, per NIC rx / tx,
+OSD thread-group CPU seconds per second, and OSD-side latency percentiles from the deltas of the
+OSD latency histogram buckets over the window. Every per-host figure keeps Prometheus'
+`instance` label as its host.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# Percentiles taken from the OSD latency histograms (labels as in fio's: "50", "99", "99.9").
+OSD_PERCENTILES = ("50", "99", "99.9")
+
+Window = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class OsdTopology:
+    """Devices and interfaces the OSDs use (from cephscope_osd_device_info /
+    cephscope_osd_network_info), to keep other disks and NICs of the host out of the figures."""
+
+    devices: frozenset[str] = frozenset()
+    interfaces: frozenset[str] = frozenset()
+
+
+def topology_from_series(device_series: Iterable[Mapping[str, Any]],
+                         network_series: Iterable[Mapping[str, Any]]) -> OsdTopology:
+    devices = {s.get("metric", {}).get("device") for s in device_series}
+    interfaces = {s.get("metric", {}).get("interface") for s in network_series}
+    return OsdTopology(frozenset(d for d in devices if d), frozenset(i for i in interfaces if i))
+
+
+def topology_in(prometheus: Mapping[str, Any]) -> OsdTopology:
+    """Topology stored with the step's metrics."""
+    queries = prometheus.get("queries", {})
+    devices = (queries.get("osd_device_info") or {}).get("result") or []
+    networks = (queries.get("osd_network_info") or {}).get("result") or []
+    return topology_from_series(devices, networks)
+
+
+@dataclass(frozen=True)
+class DeviceFigures:
+    host: str
+    device: str
+    iops: float | None
+    await_seconds: float | None
+    util_ratio: float | None
+    read_bytes_per_second: float | None
+    write_bytes_per_second: float | None
+
+
+@dataclass(frozen=True)
+class NicFigures:
+    host: str
+    device: str
+    receive_bytes_per_second: float
+    transmit_bytes_per_second: float
+
+
+@dataclass
+class SystemFigures:
+    """Window means of the system metrics (None / empty when not available)."""
+
+    cpu_busy_ratio: float | None = None
+    cpu_instance: str | None = None
+    disk_util_ratio: float | None = None
+    disk_device: str | None = None
+    disk_await_seconds: float | None = None
+    disk_iops: float | None = None
+    nic_bytes_per_second: float | None = None
+    nic_device: str | None = None
+    osd_ops_per_second: float | None = None
+    osd_op_latency_seconds: float | None = None
+    # disk/NIC figures limited to the OSDs' devices (False: every device of the host)
+    osd_devices_only: bool = False
+    # host -> CPU mode ("user", "system", "iowait", ...) -> fraction of all its CPUs
+    cpu_modes: dict[str, dict[str, float]] = field(default_factory=dict)
+    # (host, cpu) -> busy fraction of that one CPU (user+system+irq+..., not iowait)
+    cores: dict[tuple[str, str], float] = field(default_factory=dict)
+    devices: list[DeviceFigures] = field(default_factory=list)
+    nics: list[NicFigures] = field(default_factory=list)
+    # (host, ceph_daemon, thread_group) -> CPU seconds per second
+    thread_groups: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    # OSD-side latency percentiles over the window, all OSDs and ops together ("99" -> seconds)
+    osd_latency_percentiles: dict[str, float] = field(default_factory=dict)
+    osd_latency_count: float | None = None
+    # ceph_daemon -> p99 seconds over the window
+    osd_p99_by_daemon: dict[str, float] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def available(self) -> bool:
+        return self.cpu_busy_ratio is not None or self.disk_util_ratio is not None
+
+    @property
+    def max_core(self) -> tuple[str, str, float] | None:
+        """(host, cpu, busy fraction) of the busiest core."""
+        if not self.cores:
+            return None
+        (host, cpu), value = max(self.cores.items(), key=lambda kv: (kv[1], kv[0]))
+        return host, cpu, value
+
+    @property
+    def busy_cores(self) -> float | None:
+        """CPU cores' worth of work on all hosts together."""
+        return sum(self.cores.values()) if self.cores else None
+
+    def thread_group_totals(self) -> dict[str, float]:
+        """thread group -> CPU seconds per second, summed over OSDs and hosts."""
+        totals: dict[str, float] = {}
+        for (_host, _daemon, group), value in self.thread_groups.items():
+            totals[group] = totals.get(group, 0.0) + value
+        return totals
+
+
+def _points(series: Mapping[str, Any]) -> list[tuple[float, float]]:
+    points = []
+    for point in series.get("values", []) or []:
+        try:
+            stamp, value = float(point[0]), float(point[1])
+        except (TypeError, ValueError, IndexError):
+            continue
+        if math.isfinite(value):
+            points.append((stamp, value))
+    return points
+
+
+def series_means(entry: Mapping[str, Any], window: Window | None = None
+                 ) -> list[tuple[dict[str, str], float]]:
+    """Mean of every series of a query_range result (NaN points dropped), over the points
+    inside `window` (start, end) when given and any fall inside it, else over all points."""
+    out = []
+    for series in entry.get("result", []) or []:
+        points = _points(series)
+        inside = [v for t, v in points if window and window[0] <= t <= window[1]]
+        values = inside or [v for _t, v in points]
+        if values:
+            out.append((dict(series.get("metric", {})), statistics.fmean(values)))
+    return out
+
+
+def counter_increase(points: Sequence[tuple[float, float]], window: Window | None) -> float | None:
+    """Increase of a cumulative counter over the window, from its sampled values: from the last
+    sample at or before the window's start (else the first inside) to the last sample inside;
+    a drop is a counter reset (the process restarted), counted from zero like rate() does."""
+    if window is None:
+        chosen = list(points)
+    else:
+        before = [p for p in points if p[0] <= window[0]]
+        inside = [p for p in points if window[0] < p[0] <= window[1]]
+        chosen = before[-1:] + inside
+    if len(chosen) < 2:
+        return None
+    total = 0.0
+    for (_t0, v0), (_t1, v1) in itertools.pairwise(chosen):
+        total += v1 - v0 if v1 >= v0 else v1
+    return total
+
+
+def histogram_quantile(q: float, buckets: Mapping[float, float]) -> float | None:
+    """Prometheus' histogram_quantile over cumulative bucket counts keyed by upper bound
+    (math.inf for +Inf): linear within the bucket, lowest bucket from 0, +Inf answers the
+    highest finite bound."""
+    if not buckets or math.inf not in buckets:
+        return None
+    bounds = sorted(buckets)
+    total = buckets[math.inf]
+    if total <= 0:
+        return None
+    rank = q * total
+    lower_bound, lower_count = 0.0, 0.0
+    for bound in bounds:
+        count = buckets[bound]
+        if count >= rank:
+            if math.isinf(bound):
+                return lower_bound
+            if count == lower_count:
+                return bound
+            return lower_bound + (bound - lower_bound) * (rank - lower_count) / (count - lower_count)
+        lower_bound, lower_count = bound, count
+    return lower_bound
+
+
+def _le(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return math.inf if text in ("+Inf", "Inf") else float(text)
+    except ValueError:
+        return None
+
+
+def osd_histogram_deltas(entry: Mapping[str, Any], window: Window | None
+                         ) -> dict[str, dict[float, float]]:
+    """ceph_daemon -> {le: increase over the window} of the OSD latency histogram, all ops."""
+    deltas: dict[str, dict[float, float]] = {}
+    for series in entry.get("result", []) or []:
+        metric = series.get("metric", {})
+        le = _le(metric.get("le"))
+        increase = counter_increase(_points(series), window)
+        if le is None or increase is None:
+            continue
+        per_daemon = deltas.setdefault(metric.get("ceph_daemon", "?"), {})
+        per_daemon[le] = per_daemon.get(le, 0.0) + increase
+    return deltas
+
+
+def _apply_osd_histograms(figures: SystemFigures, entry: Mapping[str, Any],
+                          window: Window | None) -> None:
+    deltas = osd_histogram_deltas(entry, window)
+    merged: dict[float, float] = {}
+    for daemon, buckets in deltas.items():
+        for le, value in buckets.items():
+            merged[le] = merged.get(le, 0.0) + value
+        p99 = histogram_quantile(0.99, buckets)
+        if p99 is not None:
+            figures.osd_p99_by_daemon[daemon] = p99
+    figures.osd_latency_count = merged.get(math.inf)
+    for name in OSD_PERCENTILES:
+        value = histogram_quantile(float(name) / 100.0, merged)
+        if value is not None:
+            figures.osd_latency_percentiles[name] = value
+
+
+def summarize_system(prometheus: Mapping[str, Any] | None,
+                     topology: OsdTopology | None = None,
+                     window: Window | None = None) -> SystemFigures:
+    """Window means; disks and NICs limited to the OSDs' own when the topology is known."""
+    figures = SystemFigures()
+    if not prometheus:
+        return figures
+    queries = prometheus.get("queries", {})
+    for name, entry in queries.items():
+        if isinstance(entry, Mapping) and entry.get("error"):
+            figures.errors.append(f"{name}: {entry['error']}")
+    stored = topology_in(prometheus)
+    topology = stored if stored.devices or stored.interfaces else (topology or OsdTopology())
+    figures.osd_devices_only = bool(topology.devices)
+
+    def means(name: str) -> list[tuple[dict[str, str], float]]:
+        entry = queries.get(name)
+        found = series_means(entry, window) if isinstance(entry, Mapping) else []
+        if name.startswith("disk_") and topology.devices:
+            found = [(m, v) for m, v in found if m.get("device") in topology.devices]
+        if name.startswith("nic_") and topology.interfaces:
+            found = [(m, v) for m, v in found if m.get("device") in topology.interfaces]
+        return found
+
+    def by_host_device(name: str) -> dict[tuple[str, str], float]:
+        return {(m.get("instance", ""), m.get("device", "?")): v for m, v in means(name)}
+
+    cpu = means("cpu_busy_ratio")
+    if cpu:
+        labels, value = max(cpu, key=lambda lv: lv[1])
+        figures.cpu_busy_ratio, figures.cpu_instance = value, labels.get("instance")
+    for labels, value in means("cpu_mode_ratio"):
+        figures.cpu_modes.setdefault(labels.get("instance", ""), {})[labels.get("mode", "?")] = value
+    for labels, value in means("cpu_core_busy_ratio"):
+        figures.cores[(labels.get("instance", ""), labels.get("cpu", "?"))] = value
+
+    util = by_host_device("disk_util_ratio")
+    awaits = by_host_device("disk_await_seconds")
+    reads, writes = by_host_device("disk_read_iops"), by_host_device("disk_write_iops")
+    read_bytes = by_host_device("disk_read_bytes_per_second")
+    write_bytes = by_host_device("disk_write_bytes_per_second")
+    for key in sorted(set(util) | set(reads) | set(writes)):
+        iops = (reads.get(key, 0.0) + writes.get(key, 0.0)
+                if key in reads or key in writes else None)
+        figures.devices.append(DeviceFigures(key[0], key[1], iops, awaits.get(key), util.get(key),
+                                             read_bytes.get(key), write_bytes.get(key)))
+    busiest = max((d for d in figures.devices if d.util_ratio is not None),
+                  key=lambda d: d.util_ratio or 0.0, default=None)
+    if busiest is not None:
+        figures.disk_util_ratio, figures.disk_device = busiest.util_ratio, busiest.device
+        figures.disk_await_seconds, figures.disk_iops = busiest.await_seconds, busiest.iops
+
+    rx, tx = by_host_device("nic_receive_bytes_per_second"), by_host_device(
+        "nic_transmit_bytes_per_second")
+    for key in sorted(set(rx) | set(tx)):
+        figures.nics.append(NicFigures(key[0], key[1], rx.get(key, 0.0), tx.get(key, 0.0)))
+    if figures.nics:
+        top = max(figures.nics, key=lambda n: n.receive_bytes_per_second + n.transmit_bytes_per_second)
+        figures.nic_device = top.device
+        figures.nic_bytes_per_second = top.receive_bytes_per_second + top.transmit_bytes_per_second
+
+    osd_ops = means("osd_ops_per_second")
+    if osd_ops:
+        figures.osd_ops_per_second = sum(v for _m, v in osd_ops)
+    osd_lat = means("osd_op_latency_seconds")
+    if osd_lat:
+        figures.osd_op_latency_seconds = statistics.fmean(v for _m, v in osd_lat)
+    for labels, value in means("osd_thread_cpu_seconds_per_second"):
+        key = (labels.get("instance", ""), labels.get("ceph_daemon", "?"),
+               labels.get("thread_group", "?"))
+        figures.thread_groups[key] = value
+    histograms = queries.get("osd_op_latency_bucket")
+    if isinstance(histograms, Mapping):
+        _apply_osd_histograms(figures, histograms, window)
+    return figures
