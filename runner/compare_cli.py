@@ -1,113 +1,262 @@
-"""`cephscope compare RUN_A RUN_B`: per matching step (same id = same params and iteration) and
-mode, B's IOPS and latency as ratios of A's; `--fail-on-regression PCT` exits 1 when any step
-lost more than PCT % IOPS or gained more than PCT % latency (average, or p99 where both have it).
+"""`cephscope compare RUN_A RUN_B`: B against baseline A, per step (same params; all iterations
+of it together) and mode: the mean of every figure (IOPS, average and p99 latency) on each side,
+B/A, and Welch's t-test across the iterations.
+
+A figure regressed when it moved the bad way (IOPS down, latency up) by more than the threshold
+AND the t-test calls the difference significant (p < alpha). With fewer than 2 iterations on a
+side there is no test: a change beyond the threshold is reported as "cannot tell" (one sample
+per side cannot tell noise from change; run the spec with `iterations: 3` or more).
+
+Exit codes:
+  0  no regression (or no --fail-on-regression given)
+  1  with --fail-on-regression: at least one significant regression beyond the threshold
+  2  bad input: a run dir is unreadable, no step matches, a bad flag value
+  3  with --fail-on-regression: no regression found, but changes beyond the threshold that
+     could not be tested (fewer than 2 iterations on a side)
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import hashlib
+import io
+import json
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
-from cephscope.runner.results import ResultsError, RunDir, load_baseline
+from cephscope.runner.results import ResultsError, RunDir
+from cephscope.runner.stats import NotEnoughSamples, welch
+from cephscope.runner.steps import Step
 
-LATENCY_KEYS = ("latency_avg_seconds", "latency_p99_seconds")
+EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_CANNOT_TELL = 0, 1, 2, 3
+DEFAULT_THRESHOLD_PERCENT = 10.0
+DEFAULT_ALPHA = 0.05
+
+# figure -> (label, True when higher is better)
+FIGURES: Mapping[str, tuple[str, bool]] = {
+    "iops": ("IOPS", True),
+    "latency_avg_seconds": ("avg latency", False),
+    "latency_p99_seconds": ("p99 latency", False),
+}
+
+
+def _p99(result: Mapping[str, Any]) -> float | None:
+    pct = result.get("latency_percentiles_seconds") or {}
+    value = pct.get("99", pct.get("99.0"))
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _figure(result: Mapping[str, Any], key: str) -> float | None:
+    if key == "latency_p99_seconds":
+        return _p99(result)
+    value = result.get(key)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def params_key(step: Step) -> str:
+    """Identifies a step's parameters whatever its iteration (iterations are grouped)."""
+    d = step.to_dict()
+    d.pop("id", None)
+    d.pop("iteration", None)
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def load_samples(run_dir: Path) -> tuple[dict[tuple[str, str], dict[str, list[float]]],
+                                         dict[str, str]]:
+    """(params key, mode) -> figure -> one value per finished iteration; and params key ->
+    human-readable params."""
+    rd = RunDir(Path(run_dir))
+    samples: dict[tuple[str, str], dict[str, list[float]]] = {}
+    labels: dict[str, str] = {}
+    for step in rd.steps():
+        result = rd.step_result(step)
+        if result is None:
+            continue
+        key = params_key(step)
+        labels[key] = f"{step.benchmark} {step.short_params()}"
+        for r in result.get("results", []) or []:
+            figures = samples.setdefault((key, str(r.get("mode"))), {})
+            for name in FIGURES:
+                value = _figure(r, name)
+                if value is not None:
+                    figures.setdefault(name, []).append(value)
+    return samples, labels
+
+
+@dataclass
+class FigureComparison:
+    figure: str
+    n_a: int
+    n_b: int
+    mean_a: float
+    mean_b: float
+    ratio: float | None  # mean B / mean A
+    change_percent: float | None  # bad direction positive (IOPS lost, latency gained)
+    p_value: float | None  # Welch, two-sided; None with < 2 iterations on a side
+    verdict: str  # "ok" | "regression" | "improvement" | "cannot tell" | "not significant"
 
 
 @dataclass
 class Comparison:
-    step: str
-    mode: str
     params: str
-    iops_a: float | None
-    iops_b: float | None
-    ratios: dict[str, float]  # figure -> B / A
-    regressions: list[str]
+    mode: str
+    figures: list[FigureComparison] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[FigureComparison]:
+        return [f for f in self.figures if f.verdict == "regression"]
+
+    @property
+    def untestable(self) -> list[FigureComparison]:
+        return [f for f in self.figures if f.verdict == "cannot tell"]
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None or a == 0:
-        return None
-    return b / a
+def compare_figure(name: str, a: Sequence[float], b: Sequence[float], threshold_percent: float,
+                   alpha: float) -> FigureComparison:
+    mean_a, mean_b = sum(a) / len(a), sum(b) / len(b)
+    higher_better = FIGURES[name][1]
+    ratio = mean_b / mean_a if mean_a else None
+    change = None if ratio is None else ((1 - ratio) if higher_better else (ratio - 1)) * 100
+    try:
+        p: float | None = welch(a, b, alpha).p
+    except NotEnoughSamples:
+        p = None
+    beyond = change is not None and abs(change) > threshold_percent
+    if not beyond:
+        verdict = "ok"
+    elif p is None:
+        verdict = "cannot tell"
+    elif p >= alpha:
+        verdict = "not significant"
+    else:
+        verdict = "regression" if change is not None and change > 0 else "improvement"
+    return FigureComparison(name, len(a), len(b), mean_a, mean_b, ratio, change, p, verdict)
 
 
-def compare_runs(run_a: Path, run_b: Path, threshold_percent: float | None = None
-                 ) -> tuple[list[Comparison], list[str], list[str]]:
-    """Comparisons of matching (step, mode) pairs, and the step ids found only in A / only in B."""
-    figures_a = load_baseline(run_a)
-    figures_b = load_baseline(run_b)
-    labels = {s.id: s.short_params() for s in RunDir(run_b).steps()}
+def compare_runs(run_a: Path, run_b: Path, threshold_percent: float = DEFAULT_THRESHOLD_PERCENT,
+                 alpha: float = DEFAULT_ALPHA) -> tuple[list[Comparison], list[str], list[str]]:
+    """Comparisons of the (params, mode) pairs both runs finished, and the params found only
+    in A / only in B."""
+    samples_a, labels_a = load_samples(run_a)
+    samples_b, labels_b = load_samples(run_b)
     comparisons = []
-    for step_id in [s for s in figures_b if s in figures_a]:
-        for mode in [m for m in figures_b[step_id] if m in figures_a[step_id]]:
-            a: Mapping[str, float] = figures_a[step_id][mode]
-            b: Mapping[str, float] = figures_b[step_id][mode]
-            ratios = {k: r for k in ("iops", *LATENCY_KEYS)
-                      if (r := _ratio(a.get(k), b.get(k))) is not None}
-            regressions = []
-            if threshold_percent is not None:
-                limit = threshold_percent / 100.0
-                if "iops" in ratios and ratios["iops"] < 1.0 - limit:
-                    regressions.append(f"IOPS {(1 - ratios['iops']) * 100:.1f}% lower")
-                for key in LATENCY_KEYS:
-                    if key in ratios and ratios[key] > 1.0 + limit:
-                        name = "avg latency" if key == "latency_avg_seconds" else "p99 latency"
-                        regressions.append(f"{name} {(ratios[key] - 1) * 100:.1f}% higher")
-            comparisons.append(Comparison(step_id, mode, labels.get(step_id, ""), a.get("iops"),
-                                          b.get("iops"), ratios, regressions))
-    only_a = sorted(set(figures_a) - set(figures_b))
-    only_b = sorted(set(figures_b) - set(figures_a))
+    for (key, mode), figures_b in samples_b.items():
+        figures_a = samples_a.get((key, mode))
+        if figures_a is None:
+            continue
+        c = Comparison(labels_b[key], mode)
+        for name in FIGURES:
+            if figures_a.get(name) and figures_b.get(name):
+                c.figures.append(compare_figure(name, figures_a[name], figures_b[name],
+                                                threshold_percent, alpha))
+        comparisons.append(c)
+    only_a = sorted(labels_a[k] for k in set(labels_a) - set(labels_b))
+    only_b = sorted(labels_b[k] for k in set(labels_b) - set(labels_a))
     return comparisons, only_a, only_b
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_a", type=Path, metavar="RUN_A", help="baseline run dir")
     parser.add_argument("run_b", type=Path, metavar="RUN_B", help="run dir compared to it")
+    parser.add_argument("--threshold", type=float, metavar="PCT", default=None,
+                        help="a change smaller than PCT %% is never a regression (default "
+                             f"{DEFAULT_THRESHOLD_PERCENT:g}, or the --fail-on-regression value)")
     parser.add_argument("--fail-on-regression", type=float, metavar="PCT",
-                        help="exit 1 if any step lost more than PCT %% IOPS or its latency "
-                             "grew more than PCT %%")
+                        help="exit 1 if any figure regressed by more than PCT %% (IOPS lower, "
+                             "latency higher) and the t-test finds it significant; exit 3 if "
+                             "a change beyond PCT %% cannot be tested (one iteration per side)")
+    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                        help="significance level of Welch's t-test across iterations "
+                             f"(default {DEFAULT_ALPHA:g})")
+    parser.add_argument("--format", choices=("md", "json", "csv"), default="md",
+                        help="output: a markdown table (default), JSON or CSV")
 
 
 def _cell(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
+ROW_FIELDS: Sequence[tuple[str, Callable[[Comparison, FigureComparison], str]]] = (
+    ("params", lambda c, f: c.params),
+    ("mode", lambda c, f: c.mode),
+    ("figure", lambda c, f: FIGURES[f.figure][0]),
+    ("n A", lambda c, f: str(f.n_a)),
+    ("n B", lambda c, f: str(f.n_b)),
+    ("mean A", lambda c, f: _cell(f.mean_a * (1 if f.figure == "iops" else 1e3),
+                                  ",.0f" if f.figure == "iops" else ".3f")),
+    ("mean B", lambda c, f: _cell(f.mean_b * (1 if f.figure == "iops" else 1e3),
+                                  ",.0f" if f.figure == "iops" else ".3f")),
+    ("B/A", lambda c, f: _cell(f.ratio, ".3f")),
+    ("p (Welch)", lambda c, f: _cell(f.p_value, ".4f")),
+    ("verdict", lambda c, f: f.verdict),
+)
+
+
+def _render(comparisons: Sequence[Comparison], only_a: Sequence[str], only_b: Sequence[str],
+            fmt: str, threshold: float, alpha: float) -> str:
+    if fmt == "json":
+        return json.dumps({"threshold_percent": threshold, "alpha": alpha,
+                           "comparisons": [asdict(c) for c in comparisons],
+                           "only_in_a": list(only_a), "only_in_b": list(only_b)},
+                          indent=2) + "\n"
+    rows = [[f(c, fig) for _h, f in ROW_FIELDS] for c in comparisons for fig in c.figures]
+    header = [h for h, _f in ROW_FIELDS]
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf)
+        writer.writerow(header)
+        writer.writerows(rows)
+        return buf.getvalue()
+    lines = ["mean A / mean B: IOPS, or latency in ms; "
+             f"regression = worse by more than {threshold:g}% and p < {alpha:g}", "",
+             "| " + " | ".join(header) + " |", "|" + "|".join("---" for _h in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    if only_a:
+        lines += ["", f"only in A ({len(only_a)}): {'; '.join(only_a)}"]
+    if only_b:
+        lines += ["", f"only in B ({len(only_b)}): {'; '.join(only_b)}"]
+    figures = [f for c in comparisons for f in c.figures]
+    regressed = sum(1 for f in figures if f.verdict == "regression")
+    untestable = sum(1 for f in figures if f.verdict == "cannot tell")
+    lines += ["", f"{regressed} of {len(figures)} figures regressed (step/mode pairs: "
+                  f"{len(comparisons)})"]
+    if untestable:
+        lines.append(f"{untestable} figures changed by more than {threshold:g}% but cannot be "
+                     "tested: fewer than 2 iterations on a side cannot tell noise from change "
+                     "(set `iterations: 3` in the spec)")
+    return "\n".join(lines) + "\n"
+
+
 def run(args: argparse.Namespace) -> int:
-    threshold = args.fail_on_regression
-    if threshold is not None and threshold < 0:
-        print("cephscope compare: --fail-on-regression must be >= 0", file=sys.stderr)
-        return 2
+    threshold = args.fail_on_regression if args.threshold is None else args.threshold
+    threshold = DEFAULT_THRESHOLD_PERCENT if threshold is None else threshold
+    for flag, value in (("--fail-on-regression", args.fail_on_regression),
+                        ("--threshold", threshold)):
+        if value is not None and value < 0:
+            print(f"cephscope compare: {flag} must be >= 0", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    if not 0 < args.alpha < 1:
+        print("cephscope compare: --alpha must be between 0 and 1", file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
-        comparisons, only_a, only_b = compare_runs(args.run_a, args.run_b, threshold)
+        comparisons, only_a, only_b = compare_runs(args.run_a, args.run_b, threshold, args.alpha)
     except ResultsError as exc:
         print(f"cephscope compare: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     if not comparisons:
         print(f"cephscope compare: no step of {args.run_b} matches a finished step of "
-              f"{args.run_a} (steps match by id: same params and iteration)", file=sys.stderr)
-        return 2
-    header = ("step", "mode", "params", "IOPS A", "IOPS B", "IOPS B/A", "avg lat B/A",
-              "p99 B/A", "verdict")
-    rows = []
-    for c in comparisons:
-        verdict = "REGRESSION: " + ", ".join(c.regressions) if c.regressions else "ok"
-        rows.append((c.step, c.mode, c.params, _cell(c.iops_a, ",.0f"), _cell(c.iops_b, ",.0f"),
-                     _cell(c.ratios.get("iops"), ".3f"),
-                     _cell(c.ratios.get("latency_avg_seconds"), ".3f"),
-                     _cell(c.ratios.get("latency_p99_seconds"), ".3f"), verdict))
-    widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
-    for r in (header, *rows):
-        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
-    if only_a:
-        print(f"only in A ({len(only_a)}): {' '.join(only_a)}")
-    if only_b:
-        print(f"only in B ({len(only_b)}): {' '.join(only_b)}")
-    regressed = [c for c in comparisons if c.regressions]
-    if threshold is not None:
-        print(f"{len(regressed)} of {len(comparisons)} step/mode pairs regressed more than "
-              f"{threshold:g}%")
-        if regressed:
-            return 1
-    return 0
+              f"{args.run_a} (steps match by their params: benchmark, axes, ceph config)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    sys.stdout.write(_render(comparisons, only_a, only_b, args.format, threshold, args.alpha))
+    if args.fail_on_regression is None:
+        return EXIT_OK
+    if any(c.regressions for c in comparisons):
+        return EXIT_REGRESSION
+    if any(c.untestable for c in comparisons):
+        return EXIT_CANNOT_TELL
+    return EXIT_OK

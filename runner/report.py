@@ -8,21 +8,26 @@ Prometheus URL). Nothing here talks to the cluster.
 
 from __future__ import annotations
 
+import base64
 import html
-import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cephscope.runner.results import RunDir, atomic_write_text, read_json
+from cephscope.runner.report_plots import plot_axes, plot_cores, plot_heatmaps, plot_thread_groups
+from cephscope.runner.results import RunDir, atomic_write_json, atomic_write_text
+from cephscope.runner.stats import summarize
 from cephscope.runner.step_system import (
     OsdTopology,
     SystemFigures,
+    mode_window,
+    read_stored,
     summarize_system,
     topology_from_series,
 )
 from cephscope.runner.steps import Step, axis_labels, format_value
+from cephscope.runner.system_metrics import AUTO_RATE_WINDOW, MIN_WINDOW_SCRAPES
 
 __all__ = ["OsdTopology", "Report", "Row", "SystemFigures", "likely_bottleneck", "load_rows",
            "summarize_system", "write_report"]
@@ -44,6 +49,9 @@ class Row:
     result: dict[str, Any]
     system: SystemFigures
     error: str | None = None
+    window_seconds: float | None = None
+    scrape_interval: float | None = None
+    rate_window: str | None = None
 
     def figure(self, key: str) -> float | None:
         value = self.result.get(key)
@@ -54,6 +62,9 @@ class Row:
         value = pct.get(key, pct.get(f"{key}.0"))
         return float(value) if isinstance(value, int | float) else None
 
+    def osd_percentile(self, key: str) -> float | None:
+        return self.system.osd_latency_percentiles.get(key)
+
     @property
     def iops_per_cpu_percent(self) -> float | None:
         iops = self.figure("iops")
@@ -61,6 +72,20 @@ class Row:
         if iops is None or not cpu:
             return None
         return iops / (cpu * 100.0)
+
+    @property
+    def iops_per_core(self) -> float | None:
+        """Client IOPS per busy CPU core (all hosts' cores together)."""
+        iops, cores = self.figure("iops"), self.system.busy_cores
+        if iops is None or not cores:
+            return None
+        return iops / cores
+
+    @property
+    def short_window(self) -> bool:
+        """The mode's window is shorter than MIN_WINDOW_SCRAPES scrape intervals."""
+        return (self.window_seconds is not None and self.scrape_interval is not None
+                and self.window_seconds < MIN_WINDOW_SCRAPES * self.scrape_interval)
 
 
 # ---- system metrics ----------------------------------------------------------------------------
@@ -91,6 +116,12 @@ def likely_bottleneck(row: Row) -> str:
         return f"disk {s.disk_device} ({s.disk_util_ratio * 100:.0f}% busy{detail})"
     if s.cpu_busy_ratio is not None and s.cpu_busy_ratio >= SATURATION_RATIO:
         return f"CPU ({s.cpu_busy_ratio * 100:.0f}% busy on {s.cpu_instance or 'host'})"
+    core = s.max_core
+    if core is not None and core[2] >= SATURATION_RATIO:
+        top = max(s.thread_group_totals().items(), key=lambda kv: kv[1], default=None)
+        hint = f"; busiest OSD thread group {top[0]}" if top else ""
+        return (f"CPU core {core[1]} on {core[0] or 'host'} ({core[2] * 100:.0f}% busy) while "
+                f"the host is not: one thread's work does not spread{hint}")
     client_latency = row.figure("latency_avg_seconds")
     if s.osd_op_latency_seconds is not None and client_latency:
         share = s.osd_op_latency_seconds / client_latency
@@ -119,26 +150,25 @@ def load_rows(run_dir: Path,
             rows.append(Row(step, None, "failed" if failure else "pending", {}, SystemFigures(),
                             error=(failure or {}).get("error")))
             continue
-        prometheus: Mapping[str, Any] | None = None
         prom_path = step_dir / "prometheus.json"
-        if prom_path.exists():
-            try:
-                prometheus = read_json(prom_path)
-            except (OSError, ValueError) as exc:
-                prometheus = {"queries": {"prometheus.json": {"error": f"unreadable: {exc}"}}}
-        elif fetch_system is not None:
+        prometheus: Mapping[str, Any] | None = read_stored(prom_path)
+        if prometheus is None and fetch_system is not None:
             ts = result.get("timestamps", {})
             if isinstance(ts.get("started"), int | float) and isinstance(ts.get("ended"), int | float):
                 prometheus = fetch_system(float(ts["started"]), float(ts["ended"]))
-        mode_windows = (result.get("timestamps") or {}).get("modes") or {}
+                # stored like the sweep stores it: the next report needs no Prometheus
+                atomic_write_json(prom_path, prometheus)
+        ts = result.get("timestamps") or {}
         for entry in result.get("results", []) or [{}]:
-            # each mode's own window (write vs read; fio's prefill excluded) when recorded
-            span = mode_windows.get(entry.get("mode")) or {}
-            window = ((float(span["start"]), float(span["end"]))
-                      if isinstance(span.get("start"), int | float)
-                      and isinstance(span.get("end"), int | float) else None)
-            system = summarize_system(prometheus, topology, window)
-            rows.append(Row(step, entry.get("mode"), "done", dict(entry), system))
+            window = mode_window(result, entry.get("mode"))
+            system = summarize_system(prometheus, topology, window, entry.get("mode"))
+            span = window or ((float(ts["started"]), float(ts["ended"]))
+                              if isinstance(ts.get("started"), int | float)
+                              and isinstance(ts.get("ended"), int | float) else None)
+            rows.append(Row(step, entry.get("mode"), "done", dict(entry), system,
+                            window_seconds=(span[1] - span[0]) if span else None,
+                            scrape_interval=(prometheus or {}).get("scrape_interval_seconds"),
+                            rate_window=(prometheus or {}).get("rate_window")))
     return run, rows
 
 
@@ -155,11 +185,16 @@ COLUMNS: Sequence[tuple[str, Callable[[Row], str]]] = (
     ("IOPS", lambda r: _fmt(r.figure("iops"), digits=0)),
     ("MiB/s", lambda r: _fmt(r.figure("bandwidth_bytes_per_second"), 1 / 2**20)),
     ("lat avg ms", lambda r: _fmt(r.figure("latency_avg_seconds"), 1e3, 2)),
-    ("p50 ms", lambda r: _fmt(r.percentile("50"), 1e3, 2)),
-    ("p99 ms", lambda r: _fmt(r.percentile("99"), 1e3, 2)),
-    ("p99.9 ms", lambda r: _fmt(r.percentile("99.9"), 1e3, 2)),
+    ("client p50 ms", lambda r: _fmt(r.percentile("50"), 1e3, 2)),
+    ("client p99 ms", lambda r: _fmt(r.percentile("99"), 1e3, 2)),
+    ("client p99.9 ms", lambda r: _fmt(r.percentile("99.9"), 1e3, 2)),
     ("lat max ms", lambda r: _fmt(r.figure("latency_max_seconds"), 1e3, 2)),
+    ("OSD p50 ms", lambda r: _fmt(r.osd_percentile("50"), 1e3, 2)),
+    ("OSD p99 ms", lambda r: _fmt(r.osd_percentile("99"), 1e3, 2)),
+    ("OSD p99.9 ms", lambda r: _fmt(r.osd_percentile("99.9"), 1e3, 2)),
     ("CPU %", lambda r: _fmt(r.system.cpu_busy_ratio, 100)),
+    ("max core %", lambda r: _fmt(r.system.max_core[2] if r.system.max_core else None, 100)),
+    ("IOPS/core", lambda r: _fmt(r.iops_per_core, digits=0)),
     ("IOPS/CPU%", lambda r: _fmt(r.iops_per_cpu_percent, digits=1)),
     ("disk util %", lambda r: _fmt(r.system.disk_util_ratio, 100)),
     ("disk await ms", lambda r: _fmt(r.system.disk_await_seconds, 1e3, 2)),
@@ -193,72 +228,6 @@ def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-# ---- plots -------------------------------------------------------------------------------------
-
-def _numeric(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    try:
-        return float(str(value))
-    except ValueError:
-        return None
-
-
-def plot_axes(rows: Sequence[Row], out_dir: Path) -> list[Path]:
-    """Per (benchmark, mode) and per sweep axis with >= 2 values: IOPS and latency against that
-    axis, one line per combination of the other axes; iterations averaged."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    done = [r for r in rows if r.status == "done" and r.figure("iops") is not None]
-    labels = axis_labels(r.step for r in done)
-    written: list[Path] = []
-    groups: dict[tuple[str, str], list[Row]] = {}
-    for r in done:
-        groups.setdefault((r.step.benchmark, r.mode or ""), []).append(r)
-    for (benchmark, mode), members in groups.items():
-        axes = [a for a in labels if len({format_value(r.step.axes.get(a)) for r in members}) > 1]
-        for axis in axes:
-            numeric = all(_numeric(r.step.axes.get(axis)) is not None for r in members)
-            others = [a for a in axes if a != axis]
-            lines: dict[str, dict[Any, list[Row]]] = {}
-            for r in members:
-                key = ", ".join(f"{labels[o]}={format_value(r.step.axes.get(o))}" for o in others)
-                x = _numeric(r.step.axes[axis]) if numeric else format_value(r.step.axes[axis])
-                lines.setdefault(key or "all", {}).setdefault(x, []).append(r)
-            fig, (ax_iops, ax_lat) = plt.subplots(1, 2, figsize=(11, 4.2))
-            for key, points in sorted(lines.items()):
-                xs = sorted(points) if numeric else list(points)
-                iops = [statistics.fmean(r.figure("iops") or 0 for r in points[x]) for x in xs]
-                lat = [statistics.fmean((r.figure("latency_avg_seconds") or 0) * 1e3
-                                        for r in points[x]) for x in xs]
-                ax_iops.plot(xs, iops, marker="o", label=key)
-                ax_lat.plot(xs, lat, marker="o", label=f"{key} avg")
-                p99 = [[r.percentile("99") for r in points[x]] for x in xs]
-                if all(all(v is not None for v in vals) for vals in p99):
-                    ax_lat.plot(xs, [statistics.fmean(v) * 1e3 for v in p99], marker="x",
-                                linestyle="--", label=f"{key} p99")
-            for ax, ylabel in ((ax_iops, "IOPS"), (ax_lat, "latency (ms)")):
-                ax.set_xlabel(labels[axis])
-                ax.set_ylabel(ylabel)
-                ax.grid(True, alpha=0.3)
-                ax.set_ylim(bottom=0)
-            ax_iops.legend(fontsize=7)
-            ax_lat.legend(fontsize=7)
-            fig.suptitle(f"{benchmark} {mode}: IOPS and latency vs {labels[axis]}")
-            fig.tight_layout()
-            out_dir.mkdir(parents=True, exist_ok=True)
-            path = out_dir / f"{benchmark}-{mode}-vs-{labels[axis]}.png"
-            fig.savefig(path, dpi=90)
-            plt.close(fig)
-            written.append(path)
-    return written
-
-
 # ---- report ------------------------------------------------------------------------------------
 
 @dataclass
@@ -269,57 +238,208 @@ class Report:
     rows: list[Row]
 
 
-def write_report(run_dir: Path, prometheus_url: str | None = None, rate_window: str = "15s",
-                 plots: bool = True) -> Report:
-    """Write report.md, report.html and the plots into the run dir. With a Prometheus URL,
-    steps without stored system metrics get them pulled for their window, and disk / NIC
-    figures are limited to the OSDs' devices (from the exporter's topology series)."""
-    run_dir = Path(run_dir)
+Table = tuple[str, list[str], list[list[str]]]  # title, header, body
+
+
+def system_tables(row: Row) -> list[Table]:
+    """Per-host tables of one (step, mode): CPU by mode, OSD devices, NICs, OSD thread groups,
+    per-OSD p99. Every table has a host column (Prometheus' `instance`)."""
+    s = row.system
+    tables: list[Table] = []
+    if s.cpu_modes or s.cores:
+        hosts = sorted(set(s.cpu_modes) | {h for h, _c in s.cores})
+        body = []
+        for host in hosts:
+            modes = s.cpu_modes.get(host, {})
+            cores = {c: v for (h, c), v in s.cores.items() if h == host}
+            busiest = max(cores.items(), key=lambda kv: kv[1], default=None)
+            body.append([host, _fmt(sum(modes.values()) if modes else None, 100),
+                         _fmt(modes.get("user"), 100), _fmt(modes.get("system"), 100),
+                         _fmt(modes.get("iowait"), 100),
+                         _fmt(sum(cores.values()) if cores else None, digits=2),
+                         f"cpu{busiest[0]} {busiest[1] * 100:.0f}" if busiest else "-"])
+        tables.append(("CPU per host", ["host", "busy %", "user %", "system %", "iowait %",
+                                        "busy cores", "max core %"], body))
+    if s.devices:
+        tables.append(("OSD devices" if s.osd_devices_only else "disks (all devices)",
+                       ["host", "device", "IOPS", "await ms", "util %", "read MiB/s",
+                        "write MiB/s"],
+                       [[d.host, d.device, _fmt(d.iops, digits=0), _fmt(d.await_seconds, 1e3, 2),
+                         _fmt(d.util_ratio, 100), _fmt(d.read_bytes_per_second, 1 / 2**20),
+                         _fmt(d.write_bytes_per_second, 1 / 2**20)] for d in s.devices]))
+    if s.nics:
+        tables.append(("NICs", ["host", "device", "rx MiB/s", "tx MiB/s"],
+                       [[n.host, n.device, _fmt(n.receive_bytes_per_second, 1 / 2**20),
+                         _fmt(n.transmit_bytes_per_second, 1 / 2**20)] for n in s.nics]))
+    if s.thread_groups:
+        tables.append(("OSD thread groups", ["host", "OSD", "thread group", "CPU s/s"],
+                       [[h, d, g, _fmt(v, digits=3)] for (h, d, g), v in sorted(
+                           s.thread_groups.items(), key=lambda kv: (kv[0][0], kv[0][1], -kv[1]))]))
+    if s.osd_p99_by_daemon:
+        tables.append(("OSD-side p99 per OSD", ["OSD", "p99 ms"],
+                       [[d, _fmt(v, 1e3, 2)] for d, v in sorted(s.osd_p99_by_daemon.items())]))
+    return tables
+
+
+# (column, value of a row) summarised over iterations
+STAT_FIGURES: Sequence[tuple[str, float, Callable[[Row], float | None]]] = (
+    ("IOPS", 1.0, lambda r: r.figure("iops")),
+    ("MiB/s", 1 / 2**20, lambda r: r.figure("bandwidth_bytes_per_second")),
+    ("lat avg ms", 1e3, lambda r: r.figure("latency_avg_seconds")),
+    ("OSD p99 ms", 1e3, lambda r: r.osd_percentile("99")),
+)
+
+
+def iteration_groups(rows: Sequence[Row]) -> dict[tuple[str, str, str], list[Row]]:
+    """(benchmark, mode, params) -> the done rows of every iteration of that step."""
+    groups: dict[tuple[str, str, str], list[Row]] = {}
+    for r in rows:
+        if r.status == "done":
+            groups.setdefault((r.step.benchmark, r.mode or "", r.step.short_params()), []).append(r)
+    return groups
+
+
+def statistics_table(rows: Sequence[Row]) -> tuple[list[str], list[list[str]]] | None:
+    """Per step (all iterations) and figure: mean +- sd, CV % and the 95 % CI; None when no
+    step ran more than once."""
+    groups = iteration_groups(rows)
+    if not any(len(members) > 1 for members in groups.values()):
+        return None
+    header = ["benchmark", "mode", "params", "n"]
+    for name, _scale, _f in STAT_FIGURES:
+        header += [f"{name} mean ± sd", f"{name} CV %", f"{name} 95% CI"]
+    body = []
+    for (benchmark, mode, params), members in groups.items():
+        line = [benchmark, mode, params, str(len(members))]
+        for _name, scale, figure in STAT_FIGURES:
+            values = [v for r in members if (v := figure(r)) is not None]
+            if not values:
+                line += ["-", "-", "-"]
+                continue
+            s = summarize(values)
+            digits = 0 if scale == 1.0 else 2
+            mean = _fmt(s.mean, scale, digits)
+            line.append(mean if s.sd is None else f"{mean} ± {_fmt(s.sd, scale, digits)}")
+            line.append(_fmt(s.cv, 100))
+            line.append("-" if s.ci_low is None else
+                        f"{_fmt(s.ci_low, scale, digits)} .. {_fmt(s.ci_high, scale, digits)}")
+        body.append(line)
+    return header, body
+
+
+@dataclass
+class ReportContent:
+    run: dict[str, Any]
+    rows: list[Row]
+    header: list[str]
+    body: list[list[str]]
+    stats: tuple[list[str], list[list[str]]] | None
+    per_step: list[tuple[str, list[Table]]]
+    notes: list[str]
+
+
+def build_content(run_dir: Path, prometheus_url: str | None = None,
+                  rate_window: str = AUTO_RATE_WINDOW) -> ReportContent:
+    """Every table of the report (no files written but pulled metrics stored in the run dir).
+    With a Prometheus URL, steps without stored system metrics get them pulled for their
+    window (and stored), and old runs' disks / NICs are narrowed to the OSDs' devices."""
     fetch_system = None
     topology = None
     if prometheus_url:
-        from cephscope.runner.system_metrics import pull_step_window
+        from cephscope.runner.system_metrics import pull_step_window, scrape_interval_seconds
+
+        interval = scrape_interval_seconds(prometheus_url)
 
         def fetch_system(start: float, end: float) -> Mapping[str, Any]:
-            return pull_step_window(prometheus_url, start, end, rate_window=rate_window)
+            return pull_step_window(prometheus_url, start, end, rate_window=rate_window,
+                                    scrape_interval=interval)
 
         topology = fetch_topology(prometheus_url)
-    run, rows = load_rows(run_dir, fetch_system, topology)
+    run, rows = load_rows(Path(run_dir), fetch_system, topology)
     header, body = table(rows)
-    plot_paths = plot_axes(rows, run_dir / PLOT_DIR) if plots else []
+    per_step = [(f"{r.step.id} {r.step.benchmark} {r.mode or ''} ({r.step.short_params()}, "
+                 f"iteration {r.step.iteration})", tables)
+                for r in rows if r.status == "done" and (tables := system_tables(r))]
+    return ReportContent(run, rows, header, body, statistics_table(rows), per_step, _notes(rows))
+
+
+def _png_data_uri(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _html_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    cells = ["<table><tr>", *(f"<th>{html.escape(c)}</th>" for c in header), "</tr>"]
+    cells += ["<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in body]
+    cells.append("</table>")
+    return "".join(cells)
+
+
+def write_report(run_dir: Path, prometheus_url: str | None = None,
+                 rate_window: str = AUTO_RATE_WINDOW, plots: bool = True) -> Report:
+    """Write report.md, report.html (self-contained: plots embedded) and the plots into the run
+    dir; see `build_content` for what a Prometheus URL adds."""
+    run_dir = Path(run_dir)
+    content = build_content(run_dir, prometheus_url, rate_window)
+    run, rows = content.run, content.rows
+    plot_paths: list[Path] = []
+    if plots:
+        out = run_dir / PLOT_DIR
+        plot_paths = (plot_axes(rows, out) + plot_heatmaps(rows, out)
+                      + plot_thread_groups(rows, out) + plot_cores(rows, out))
     steps_total = len({r.step.id for r in rows})
     steps_done = len({r.step.id for r in rows if r.status == "done"})
-    notes = _notes(rows)
+    windows = sorted({f"{r.rate_window} (scrape interval {r.scrape_interval:g}s)"
+                      for r in rows if r.rate_window and r.scrape_interval})
+    intro = [f"spec: {run.get('spec_path')}", f"steps: {steps_done} done of {steps_total}"]
+    if windows:
+        intro.append("rate window: " + ", ".join(windows))
+    intro.append("units: MiB/s = 2^20 bytes per second; latencies in ms; "
+                 "OSD p50/p99/p99.9 are OSD-side (the OSDs' op latency histograms over the "
+                 "mode's window), client p50/p99/p99.9 are the benchmark's own")
 
-    md = [f"# cephscope report: run {run.get('run_id')}", "",
-          f"- spec: `{run.get('spec_path')}`",
-          f"- steps: {steps_done} done of {steps_total}", ""]
-    md += ["## Steps", "", markdown_table(header, body), ""]
+    md = [f"# cephscope report: run {run.get('run_id')}", "", *(f"- {i}" for i in intro), ""]
+    md += ["## Steps", "", markdown_table(content.header, content.body), ""]
+    if content.stats:
+        md += ["## Statistics over iterations", "", markdown_table(*content.stats), ""]
     if plot_paths:
         md += ["## Plots", ""]
         md += [f"![{p.stem}]({PLOT_DIR}/{p.name})" for p in plot_paths]
         md.append("")
-    if notes:
-        md += ["## Notes", "", *(f"- {n}" for n in notes), ""]
+    if content.per_step:
+        md += ["## System per step", ""]
+        for title, tables in content.per_step:
+            md += [f"### {title}", ""]
+            for name, header, body in tables:
+                md += [f"{name}:", "", markdown_table(header, body), ""]
+    if content.notes:
+        md += ["## Notes", "", *(f"- {n}" for n in content.notes), ""]
     md_path = run_dir / "report.md"
     atomic_write_text(md_path, "\n".join(md))
 
+    title = html.escape(str(run.get("run_id")))
     h = ["<!doctype html><html><head><meta charset='utf-8'>",
-         f"<title>cephscope report {html.escape(str(run.get('run_id')))}</title>",
-         "<style>body{font-family:sans-serif}table{border-collapse:collapse;font-size:12px}"
-         "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
-         "td:last-child{text-align:left}</style></head><body>",
-         f"<h1>cephscope report: run {html.escape(str(run.get('run_id')))}</h1>",
-         f"<p>spec: <code>{html.escape(str(run.get('spec_path')))}</code>; "
-         f"steps: {steps_done} done of {steps_total}</p>", "<table><tr>"]
-    h += [f"<th>{html.escape(c)}</th>" for c in header]
-    h.append("</tr>")
-    for row in body:
-        h.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
-    h.append("</table>")
-    h += [f"<p><img src='{PLOT_DIR}/{html.escape(p.name)}'></p>" for p in plot_paths]
-    if notes:
-        h.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+         f"<title>cephscope report {title}</title>",
+         "<style>body{font-family:sans-serif}table{border-collapse:collapse;font-size:12px;"
+         "margin-bottom:8px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
+         "td:last-child{text-align:left}img{max-width:100%}</style></head><body>",
+         f"<h1>cephscope report: run {title}</h1>",
+         "<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in intro) + "</ul>",
+         "<h2>Steps</h2>", _html_table(content.header, content.body)]
+    if content.stats:
+        h += ["<h2>Statistics over iterations</h2>", _html_table(*content.stats)]
+    if plot_paths:
+        h.append("<h2>Plots</h2>")
+        h += [f"<p><img alt='{html.escape(p.stem)}' src='{_png_data_uri(p)}'></p>"
+              for p in plot_paths]
+    if content.per_step:
+        h.append("<h2>System per step</h2>")
+        for step_title, tables in content.per_step:
+            h.append(f"<h3>{html.escape(step_title)}</h3>")
+            for name, header, body in tables:
+                h += [f"<p>{html.escape(name)}</p>", _html_table(header, body)]
+    if content.notes:
+        h += ["<h2>Notes</h2>",
+              "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in content.notes) + "</ul>"]
     h.append("</body></html>")
     html_path = run_dir / "report.html"
     atomic_write_text(html_path, "\n".join(h))
@@ -330,9 +450,20 @@ def _notes(rows: Iterable[Row]) -> list[str]:
     notes = []
     rows = list(rows)
     if any(r.step.benchmark == "radosbench" and r.status == "done" for r in rows):
-        notes.append("rados bench reports no latency percentiles (no histogram): p50/p99 "
-                     "columns are empty for its steps; see the OSD latency histograms in "
-                     "Prometheus for distributions.")
+        notes.append("rados bench reports no latency percentiles: its client p50/p99 columns "
+                     "are empty; the OSD-side columns come from the OSDs' latency histograms.")
+    if any(r.status == "done" and r.system.available and not r.system.osd_latency_percentiles
+           for r in rows):
+        notes.append("Steps without OSD-side percentiles: no cephscope_osd_op_latency_seconds "
+                     "buckets were stored for their window (exporter's histogram collector off, "
+                     "or a run from before they were pulled).")
+    short = [r for r in rows if r.short_window]
+    if short:
+        notes.append(f"WARNING: {len(short)} mode window(s) shorter than {MIN_WINDOW_SCRAPES} "
+                     f"scrape intervals (e.g. step {short[0].step.id} {short[0].mode}: "
+                     f"{short[0].window_seconds:.1f}s at a {short[0].scrape_interval:g}s "
+                     "interval): their system figures and OSD-side percentiles rest on one "
+                     "or two samples; run longer steps or scrape more often.")
     if any(r.system.available for r in rows):
         notes.append("System columns are means of Prometheus rate()s over each mode's own "
                      "window (from the step's recorded mode start/end); a mode shorter than "

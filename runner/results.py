@@ -34,6 +34,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from cephscope.runner.step_system import (
+    SYSTEM_COLUMNS,
+    mode_window,
+    read_stored,
+    summarize_system,
+    system_columns,
+)
 from cephscope.runner.steps import Step, format_value
 
 RESULT_FILE = "result.json"
@@ -222,7 +229,10 @@ class RunDir:
                              "error": (failure or {}).get("error"), "mode": None})
                 continue
             ts = result.get("timestamps", {})
+            prometheus = read_stored(self.step_dir(step) / "prometheus.json")
             for r in result.get("results", []):
+                mode = r.get("mode")
+                system = summarize_system(prometheus, None, mode_window(result, mode), mode)
                 rows.append({
                     "step": step.id, "benchmark": step.benchmark, "iteration": step.iteration,
                     "axes": dict(step.axes), "status": "done", "mode": r.get("mode"),
@@ -234,6 +244,7 @@ class RunDir:
                         "99", (r.get("latency_percentiles_seconds") or {}).get("99.0")),
                     "start": ts.get("started"), "end": ts.get("ended"),
                     "dead_time_seconds": ts.get("dead_time_seconds"),
+                    **system_columns(system, r.get("iops"), r.get("bandwidth_bytes_per_second")),
                 })
         return rows
 
@@ -249,8 +260,9 @@ class RunDir:
         for s in steps:
             axes += [a for a in s.axes if a not in axes]
         columns = ["step", "benchmark", "iteration", *axes, "status", "mode", "iops",
-                   "bandwidth_bytes_per_second", "latency_avg_seconds", "latency_p99_seconds",
-                   "latency_max_seconds", "dead_time_seconds", "start", "end", "error"]
+                   "bandwidth_bytes_per_second", "bandwidth_mib_per_second",
+                   "latency_avg_seconds", "latency_p99_seconds", "latency_max_seconds",
+                   *SYSTEM_COLUMNS, "dead_time_seconds", "start", "end", "error"]
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()

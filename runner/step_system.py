@@ -149,15 +149,18 @@ def series_means(entry: Mapping[str, Any], window: Window | None = None
     return out
 
 
-def counter_increase(points: Sequence[tuple[float, float]], window: Window | None) -> float | None:
+def counter_increase(points: Sequence[tuple[float, float]], window: Window | None,
+                     settle_seconds: float = 0.0) -> float | None:
     """Increase of a cumulative counter over the window, from its sampled values: from the last
-    sample at or before the window's start (else the first inside) to the last sample inside;
-    a drop is a counter reset (the process restarted), counted from zero like rate() does."""
+    sample at or before the window's start (else the first inside) to the last sample at or
+    before the window's end + `settle_seconds` (one scrape interval: a value read at time t is
+    the last scrape before t, so the one that saw the window's end comes up to an interval
+    later); a drop is a counter reset (the process restarted), counted from zero like rate()."""
     if window is None:
         chosen = list(points)
     else:
         before = [p for p in points if p[0] <= window[0]]
-        inside = [p for p in points if window[0] < p[0] <= window[1]]
+        inside = [p for p in points if window[0] < p[0] <= window[1] + settle_seconds]
         chosen = before[-1:] + inside
     if len(chosen) < 2:
         return None
@@ -200,14 +203,29 @@ def _le(text: str | None) -> float | None:
         return None
 
 
-def osd_histogram_deltas(entry: Mapping[str, Any], window: Window | None
+def ops_of_mode(mode: str | None) -> frozenset[str] | None:
+    """The OSD op kinds (histogram `op` label) a benchmark mode issues; None: all of them.
+    Reads (rados bench seq/rand, fio read/randread) are "r", writes "w"; mixed modes all."""
+    name = (mode or "").lower()
+    if name in ("seq", "rand") or (name.endswith("read") and "rw" not in name):
+        return frozenset({"r"})
+    if name.endswith("write") and "rw" not in name:
+        return frozenset({"w"})
+    return None
+
+
+def osd_histogram_deltas(entry: Mapping[str, Any], window: Window | None,
+                         ops: frozenset[str] | None = None, settle_seconds: float = 0.0
                          ) -> dict[str, dict[float, float]]:
-    """ceph_daemon -> {le: increase over the window} of the OSD latency histogram, all ops."""
+    """ceph_daemon -> {le: increase over the window} of the OSD latency histogram, summed over
+    the op kinds `ops` (None: all)."""
     deltas: dict[str, dict[float, float]] = {}
     for series in entry.get("result", []) or []:
         metric = series.get("metric", {})
+        if ops is not None and metric.get("op") not in ops:
+            continue
         le = _le(metric.get("le"))
-        increase = counter_increase(_points(series), window)
+        increase = counter_increase(_points(series), window, settle_seconds)
         if le is None or increase is None:
             continue
         per_daemon = deltas.setdefault(metric.get("ceph_daemon", "?"), {})
@@ -216,8 +234,9 @@ def osd_histogram_deltas(entry: Mapping[str, Any], window: Window | None
 
 
 def _apply_osd_histograms(figures: SystemFigures, entry: Mapping[str, Any],
-                          window: Window | None) -> None:
-    deltas = osd_histogram_deltas(entry, window)
+                          window: Window | None, ops: frozenset[str] | None,
+                          settle_seconds: float) -> None:
+    deltas = osd_histogram_deltas(entry, window, ops, settle_seconds)
     merged: dict[float, float] = {}
     for daemon, buckets in deltas.items():
         for le, value in buckets.items():
@@ -234,8 +253,9 @@ def _apply_osd_histograms(figures: SystemFigures, entry: Mapping[str, Any],
 
 def summarize_system(prometheus: Mapping[str, Any] | None,
                      topology: OsdTopology | None = None,
-                     window: Window | None = None) -> SystemFigures:
-    """Window means; disks and NICs limited to the OSDs' own when the topology is known."""
+                     window: Window | None = None, mode: str | None = None) -> SystemFigures:
+    """Window means; disks and NICs limited to the OSDs' own when the topology is known;
+    OSD-side percentiles of the op kinds the mode issues (see `ops_of_mode`)."""
     figures = SystemFigures()
     if not prometheus:
         return figures
@@ -305,5 +325,67 @@ def summarize_system(prometheus: Mapping[str, Any] | None,
         figures.thread_groups[key] = value
     histograms = queries.get("osd_op_latency_bucket")
     if isinstance(histograms, Mapping):
-        _apply_osd_histograms(figures, histograms, window)
+        interval = prometheus.get("scrape_interval_seconds")
+        _apply_osd_histograms(figures, histograms, window, ops_of_mode(mode),
+                              float(interval) if isinstance(interval, int | float) else 0.0)
     return figures
+
+
+def mode_window(result: Mapping[str, Any], mode: str | None) -> Window | None:
+    """A mode's own window (write vs read; fio's prefill excluded) from a step's result.json,
+    else None (the whole step window)."""
+    span = ((result.get("timestamps") or {}).get("modes") or {}).get(mode) or {}
+    start, end = span.get("start"), span.get("end")
+    if isinstance(start, int | float) and isinstance(end, int | float):
+        return float(start), float(end)
+    return None
+
+
+def read_stored(path: Any) -> dict[str, Any] | None:
+    """A step's prometheus.json (None when absent; an unreadable one becomes an error entry)."""
+    import json
+
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        return {"queries": {"prometheus.json": {"error": f"unreadable: {exc}"}}}
+    return data if isinstance(data, dict) else {
+        "queries": {"prometheus.json": {"error": "unreadable: not a JSON object"}}}
+
+
+# summary.csv columns of the system figures (base units: seconds, ratios 0..1, bytes/s)
+SYSTEM_COLUMNS = (
+    "osd_latency_p50_seconds", "osd_latency_p99_seconds", "osd_latency_p99.9_seconds",
+    "cpu_busy_ratio", "cpu_host", "cpu_user_ratio", "cpu_system_ratio", "cpu_iowait_ratio",
+    "max_core_busy_ratio", "max_core", "busy_cores", "iops_per_core",
+    "disk_util_ratio", "disk_device", "disk_await_seconds", "disk_iops",
+    "nic_bytes_per_second", "nic_device", "osd_op_latency_seconds",
+)
+
+
+def system_columns(figures: SystemFigures, iops: Any = None, bandwidth: Any = None
+                   ) -> dict[str, Any]:
+    """The SYSTEM_COLUMNS of one (step, mode), plus bandwidth in MiB/s; None when unknown."""
+    pct = figures.osd_latency_percentiles
+    modes = figures.cpu_modes.get(figures.cpu_instance or "", {})
+    core = figures.max_core
+    cores = figures.busy_cores
+    return {
+        "bandwidth_mib_per_second": bandwidth / 2**20 if isinstance(bandwidth, int | float) else None,
+        "osd_latency_p50_seconds": pct.get("50"), "osd_latency_p99_seconds": pct.get("99"),
+        "osd_latency_p99.9_seconds": pct.get("99.9"),
+        "cpu_busy_ratio": figures.cpu_busy_ratio, "cpu_host": figures.cpu_instance,
+        "cpu_user_ratio": modes.get("user"), "cpu_system_ratio": modes.get("system"),
+        "cpu_iowait_ratio": modes.get("iowait"),
+        "max_core_busy_ratio": core[2] if core else None,
+        "max_core": f"{core[0]}:cpu{core[1]}" if core else None,
+        "busy_cores": cores,
+        "iops_per_core": iops / cores if isinstance(iops, int | float) and cores else None,
+        "disk_util_ratio": figures.disk_util_ratio, "disk_device": figures.disk_device,
+        "disk_await_seconds": figures.disk_await_seconds, "disk_iops": figures.disk_iops,
+        "nic_bytes_per_second": figures.nic_bytes_per_second, "nic_device": figures.nic_device,
+        "osd_op_latency_seconds": figures.osd_op_latency_seconds,
+    }

@@ -69,6 +69,9 @@ SYSTEM_QUERIES: Mapping[str, str] = {
     "osd_network_info": "cephscope_osd_network_info",
 }
 
+# queries of raw cumulative counters (deltas taken by the report, not rate()s)
+CUMULATIVE_QUERIES = frozenset({"osd_op_latency_bucket"})
+
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 _DURATION_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800,
                      "y": 31536000}
@@ -129,16 +132,20 @@ def pull_step_window(prometheus_url: str, start: float, end: float,
     if scrape_interval is None:
         scrape_interval = scrape_interval_seconds(prometheus_url, timeout_seconds)
     rate_window, warnings = resolve_rate_window(rate_window, scrape_interval)
-    step_seconds = max(1.0, round((end - start) / 250.0, 1))
+    # half a scrape interval resolves every scrape; finer only repeats the same samples
+    step_seconds = max(1.0, (scrape_interval or 0.0) / 2, round((end - start) / 250.0, 1))
     out: dict[str, Any] = {"start": start, "end": end, "step_seconds": step_seconds,
                            "rate_window": rate_window, "scrape_interval_seconds": scrape_interval,
                            "warnings": warnings, "queries": {}}
     for name, query in render_queries(rate_window).items():
         entry: dict[str, Any] = {"query": query}
+        # a raw counter's value read at t is the last scrape before t: one interval more
+        # holds the scrape that saw the window's end
+        until = end + (scrape_interval or 0.0) if name in CUMULATIVE_QUERIES else end
         try:
             resp = requests.get(f"{prometheus_url.rstrip('/')}/api/v1/query_range",
                                 params={"query": query, "start": f"{start:.3f}",
-                                        "end": f"{end:.3f}", "step": f"{step_seconds:g}"},
+                                        "end": f"{until:.3f}", "step": f"{step_seconds:g}"},
                                 timeout=timeout_seconds)
             body = resp.json()
             if body.get("status") == "success":

@@ -62,13 +62,16 @@ def test_report_table_has_every_step_with_its_figures(tmp_path: Path) -> None:
     header = next(ln for ln in md.splitlines() if ln.startswith("| step |"))
     assert "| osd_op_num_shards | osd_op_num_threads_per_shard |" in header
     assert "no latency percentiles" in md
-    assert report.html_path.read_text().count("<tr>") == 5
+    steps_table = report.html_path.read_text().split("<h2>Steps</h2>")[1].split("</table>")[0]
+    assert steps_table.count("<tr>") == 5
 
 
 def test_plots_per_sweep_axis(tmp_path: Path) -> None:
     report = write_report(_copy("demo-a", tmp_path))
     names = sorted(p.name for p in report.plots)
-    assert names == ["radosbench-write-vs-osd_op_num_shards.png",
+    # demo-a predates per-core and thread-group series: no such plots from it
+    assert names == ["heatmap-radosbench-write-osd_op_num_shards-x-osd_op_num_threads_per_shard.png",
+                     "radosbench-write-vs-osd_op_num_shards.png",
                      "radosbench-write-vs-osd_op_num_threads_per_shard.png"]
     for path in report.plots:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
