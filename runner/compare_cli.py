@@ -5,14 +5,15 @@ B/A, and Welch's t-test across the iterations.
 A figure regressed when it moved the bad way (IOPS down, latency up) by more than the threshold
 AND the t-test calls the difference significant (p < alpha). With fewer than 2 iterations on a
 side there is no test: a change beyond the threshold is reported as "cannot tell" (one sample
-per side cannot tell noise from change; run the spec with `iterations: 3` or more).
+per side cannot tell noise from change; run the spec with `iterations: 3` or more): the
+verdict is then "cannot tell (worse)" or "cannot tell (better)".
 
 Exit codes:
   0  no regression (or no --fail-on-regression given)
   1  with --fail-on-regression: at least one significant regression beyond the threshold
   2  bad input: a run dir is unreadable, no step matches, a bad flag value
-  3  with --fail-on-regression: no regression found, but changes beyond the threshold that
-     could not be tested (fewer than 2 iterations on a side)
+  3  with --fail-on-regression: no regression found, but changes for the worse beyond the
+     threshold that could not be tested (fewer than 2 iterations on a side)
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ class FigureComparison:
     ratio: float | None  # mean B / mean A
     change_percent: float | None  # bad direction positive (IOPS lost, latency gained)
     p_value: float | None  # Welch, two-sided; None with < 2 iterations on a side
-    verdict: str  # "ok" | "regression" | "improvement" | "cannot tell" | "not significant"
+    # "ok" | "regression" | "improvement" | "not significant" | "cannot tell (worse|better)"
+    verdict: str
 
 
 @dataclass
@@ -112,7 +114,7 @@ class Comparison:
 
     @property
     def untestable(self) -> list[FigureComparison]:
-        return [f for f in self.figures if f.verdict == "cannot tell"]
+        return [f for f in self.figures if f.verdict == "cannot tell (worse)"]
 
 
 def compare_figure(name: str, a: Sequence[float], b: Sequence[float], threshold_percent: float,
@@ -129,7 +131,7 @@ def compare_figure(name: str, a: Sequence[float], b: Sequence[float], threshold_
     if not beyond:
         verdict = "ok"
     elif p is None:
-        verdict = "cannot tell"
+        verdict = "cannot tell (worse)" if change is not None and change > 0 else "cannot tell (better)"
     elif p >= alpha:
         verdict = "not significant"
     else:
@@ -221,7 +223,7 @@ def _render(comparisons: Sequence[Comparison], only_a: Sequence[str], only_b: Se
         lines += ["", f"only in B ({len(only_b)}): {'; '.join(only_b)}"]
     figures = [f for c in comparisons for f in c.figures]
     regressed = sum(1 for f in figures if f.verdict == "regression")
-    untestable = sum(1 for f in figures if f.verdict == "cannot tell")
+    untestable = sum(1 for f in figures if f.verdict.startswith("cannot tell"))
     lines += ["", f"{regressed} of {len(figures)} figures regressed (step/mode pairs: "
                   f"{len(comparisons)})"]
     if untestable:

@@ -37,6 +37,8 @@ SATURATION_RATIO = 0.85
 # OSD-side latency below this share of the client's latency: the time is spent elsewhere.
 OSD_LATENCY_SHARE_LOW = 0.3
 PLOT_DIR = "report-plots"
+# OSD thread groups below this many CPU seconds per second stay out of the per-step tables.
+THREAD_GROUP_MIN_CPU = 0.001
 
 
 @dataclass
@@ -271,10 +273,12 @@ def system_tables(row: Row) -> list[Table]:
         tables.append(("NICs", ["host", "device", "rx MiB/s", "tx MiB/s"],
                        [[n.host, n.device, _fmt(n.receive_bytes_per_second, 1 / 2**20),
                          _fmt(n.transmit_bytes_per_second, 1 / 2**20)] for n in s.nics]))
-    if s.thread_groups:
-        tables.append(("OSD thread groups", ["host", "OSD", "thread group", "CPU s/s"],
+    busy_groups = {k: v for k, v in s.thread_groups.items() if v >= THREAD_GROUP_MIN_CPU}
+    if busy_groups:
+        tables.append((f"OSD thread groups (>= {THREAD_GROUP_MIN_CPU:g} CPU s/s)",
+                       ["host", "OSD", "thread group", "CPU s/s"],
                        [[h, d, g, _fmt(v, digits=3)] for (h, d, g), v in sorted(
-                           s.thread_groups.items(), key=lambda kv: (kv[0][0], kv[0][1], -kv[1]))]))
+                           busy_groups.items(), key=lambda kv: (kv[0][0], kv[0][1], -kv[1]))]))
     if s.osd_p99_by_daemon:
         tables.append(("OSD-side p99 per OSD", ["OSD", "p99 ms"],
                        [[d, _fmt(v, 1e3, 2)] for d, v in sorted(s.osd_p99_by_daemon.items())]))

@@ -5,6 +5,7 @@ system metrics the sweep pulled from the local stack's Prometheus)."""
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import shutil
 import statistics
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cephscope.runner import compare_cli, report_cli
+from cephscope.runner import compare_cli, report_cli, stats
 from cephscope.runner.report import (
     OsdTopology,
     Row,
@@ -187,33 +188,90 @@ def test_compare_a_run_with_itself(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _err = _compare(capsys, str(RUNS / "demo-a"), str(RUNS / "demo-a"),
                                "--fail-on-regression", "0")
     assert code == 0
-    assert out.count(" ok") == 4 and "1.000" in out
-    assert "0 of 4 step/mode pairs regressed" in out
+    assert out.count("| ok |") == 8 and "1.000" in out  # 4 steps x (IOPS, avg latency)
+    assert "0 of 8 figures regressed" in out
 
 
-def test_compare_ratios_and_regression_threshold(capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_one_iteration_per_side_cannot_tell(capsys: pytest.CaptureFixture[str]) -> None:
     a, b = _results(RUNS / "demo-a"), _results(RUNS / "demo-b")
     assert set(a) == set(b)  # same spec: same step ids
     iops_ratios = {s: b[s]["results"][0]["iops"] / a[s]["results"][0]["iops"] for s in a}
     lat_ratios = {s: b[s]["results"][0]["latency_avg_seconds"]
                   / a[s]["results"][0]["latency_avg_seconds"] for s in a}
-    comparisons, only_a, only_b = compare_cli.compare_runs(RUNS / "demo-a", RUNS / "demo-b")
+    comparisons, only_a, only_b = compare_cli.compare_runs(RUNS / "demo-a", RUNS / "demo-b", 0.0)
     assert not only_a and not only_b
-    for c in comparisons:
-        assert c.ratios["iops"] == pytest.approx(iops_ratios[c.step])
-        assert c.ratios["latency_avg_seconds"] == pytest.approx(lat_ratios[c.step])
-    # the worst change between the two real runs, in percent
+    ratios = sorted(f.ratio for c in comparisons for f in c.figures if f.figure == "iops")
+    assert ratios == pytest.approx(sorted(iops_ratios.values()))
+    ratios = sorted(f.ratio for c in comparisons for f in c.figures
+                    if f.figure == "latency_avg_seconds")
+    assert ratios == pytest.approx(sorted(lat_ratios.values()))
     worst = max(max((1 - r) * 100 for r in iops_ratios.values()),
                 max((r - 1) * 100 for r in lat_ratios.values()))
     assert worst > 0, "the two captured runs differ; the fixture would not test anything"
+    # one sample per side: a change beyond the threshold is never called a regression
     code, out, _err = _compare(capsys, str(RUNS / "demo-a"), str(RUNS / "demo-b"),
                                "--fail-on-regression", f"{worst * 0.5:.3f}")
-    assert code == 1 and "REGRESSION" in out
+    assert code == compare_cli.EXIT_CANNOT_TELL and "regression |" not in out
+    assert "cannot tell (worse)" in out and "cannot tell noise from change" in out
     code, out, _err = _compare(capsys, str(RUNS / "demo-a"), str(RUNS / "demo-b"),
                                "--fail-on-regression", f"{worst + 1:.3f}")
-    assert code == 0 and "REGRESSION" not in out
+    assert code == 0 and "cannot tell (worse)" not in out
     code, _out, _err = _compare(capsys, str(RUNS / "demo-a"), str(RUNS / "demo-b"))
     assert code == 0
+
+
+def _scaled_copy(tmp_path: Path, factor: float) -> Path:
+    """The iterations run with every IOPS figure multiplied by `factor` (latency unchanged)."""
+    dest = tmp_path / f"scaled-{factor}"
+    shutil.copytree(RUNS / "iterations", dest, ignore=shutil.ignore_patterns("prometheus.json"))
+    for path in dest.glob("step-*/result.json"):
+        result = json.loads(path.read_text())
+        for r in result["results"]:
+            r["iops"] *= factor
+        path.write_text(json.dumps(result))
+    return dest
+
+
+def test_compare_welch_across_iterations(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    slower = _scaled_copy(tmp_path, 0.3)
+    comparisons, _a, _b = compare_cli.compare_runs(RUNS / "iterations", slower, 10.0, 0.05)
+    assert len(comparisons) == 8  # 4 parameter sets x 2 modes, 3 iterations each
+    iops_a: dict[tuple[str, str], list[float]] = {}
+    for path in sorted((RUNS / "iterations").glob("step-*/result.json")):
+        result = json.loads(path.read_text())
+        params = Step.from_dict(json.loads((path.parent / "params.json").read_text()))
+        for r in result["results"]:
+            iops_a.setdefault((f"radosbench {params.short_params()}", r["mode"]), []).append(
+                r["iops"])
+    verdicts = set()
+    for c in comparisons:
+        (fig,) = [f for f in c.figures if f.figure == "iops"]
+        a = iops_a[(c.params, c.mode)]
+        expected = stats.welch(a, [v * 0.3 for v in a])
+        assert (fig.n_a, fig.n_b) == (3, 3)
+        assert fig.p_value == pytest.approx(expected.p)
+        assert fig.ratio == pytest.approx(0.3)
+        assert fig.verdict == ("regression" if expected.p < 0.05 else "not significant")
+        verdicts.add(fig.verdict)
+        latency = [f for f in c.figures if f.figure == "latency_avg_seconds"]
+        assert latency[0].verdict == "ok" and latency[0].p_value == pytest.approx(1.0)
+    assert "regression" in verdicts
+    code, out, _err = _compare(capsys, str(RUNS / "iterations"), str(slower),
+                               "--fail-on-regression", "10", "--format", "json")
+    assert code == compare_cli.EXIT_REGRESSION
+    data = json.loads(out)
+    assert data["alpha"] == 0.05 and len(data["comparisons"]) == 8
+    # a stricter alpha turns the marginal ones into "not significant"
+    strict = [f.verdict for c in compare_cli.compare_runs(RUNS / "iterations", slower, 10.0,
+                                                          1e-9)[0]
+              for f in c.figures if f.figure == "iops"]
+    assert "regression" not in strict
+    code, out, _err = _compare(capsys, str(RUNS / "iterations"), str(slower), "--format", "csv")
+    assert code == 0
+    lines = list(csv.DictReader(out.splitlines()))
+    assert len(lines) == 16 and {ln["figure"] for ln in lines} == {"IOPS", "avg latency"}
+    assert {ln["n A"] for ln in lines} == {"3"}
 
 
 def test_compare_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -224,6 +282,9 @@ def test_compare_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     code, _out, err = _compare(capsys, str(RUNS / "demo-a"), str(RUNS / "demo-a"),
                                "--fail-on-regression", "-5")
     assert code == 2 and ">= 0" in err
+    code, _out, err = _compare(capsys, str(RUNS / "demo-a"), str(RUNS / "demo-a"),
+                               "--alpha", "1.5")
+    assert code == 2 and "--alpha" in err
 
 
 def test_system_figures_use_each_modes_window() -> None:
