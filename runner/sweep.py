@@ -43,7 +43,6 @@ from cephscope.runner.phase_metrics import MetricsServer, PhaseMetrics
 from cephscope.runner.pools import PoolManager
 from cephscope.runner.results import ResultsError, RunDir, load_baseline
 from cephscope.runner.search import live as live_search
-from cephscope.runner.search.schedule import BudgetError
 from cephscope.runner.spec import Spec, SpecError, load_spec
 from cephscope.runner.steps import (
     Step,
@@ -373,7 +372,7 @@ class Sweep:
             return live_search.make_plan(
                 plan.steps, plan.restart_options, spec.search, spec.iterations, spec.adaptive,
                 {n: p.to_dict() for n, p in spec.pool_profiles.items()})
-        except (live_search.SearchPlanError, BudgetError) as exc:
+        except live_search.SearchPlanError as exc:
             raise SpecError([f"{spec.where(('search',))}: {exc}"]) from exc
 
     def _run_search(self, spec: Spec, plan: Plan, baseline: Mapping[str, Any]) -> None:

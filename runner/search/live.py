@@ -18,6 +18,7 @@ from typing import Any
 from cephscope.runner.results import RunDir, atomic_write_json
 from cephscope.runner.search.engine import Outcome, Search, metric_key
 from cephscope.runner.search.measure import result_metrics
+from cephscope.runner.search.schedule import BudgetError
 from cephscope.runner.search.settings import AdaptiveIterations, SearchSettings
 from cephscope.runner.search.space import Candidate, Space, label
 from cephscope.runner.stats import summarize
@@ -81,9 +82,21 @@ def make_plan(steps: Sequence[Step], restart_options: set[str],
     if settings.method in ("halving", "bayes") and budget_seconds is None and b.steps is None:
         raise SearchPlanError(f"search.method {settings.method}: needs a budget "
                               f"(steps, seconds or fraction)")
-    return LivePlan(space, templates, full, adaptive or iterations, settings, budget_seconds,
+    plan = LivePlan(space, templates, full, adaptive or iterations, settings, budget_seconds,
                     b.steps, grid_seconds, grid_steps, space.restarts_for(order, None),
                     profiles or {})
+    if settings.method == "halving":
+        try:
+            _probe(plan).schedule()
+        except BudgetError as exc:
+            raise SearchPlanError(f"search.budget: {exc}") from exc
+    return plan
+
+
+def _probe(plan: LivePlan) -> Search:
+    return Search(plan.space, plan.settings, lambda c, sec, r: None,
+                  full_seconds=plan.full_seconds, budget_seconds=plan.budget_seconds,
+                  budget_steps=plan.budget_steps)
 
 
 def step_for(plan: LivePlan, candidate: Candidate, seconds: int, repetition: int) -> Step:
@@ -104,9 +117,7 @@ def expected(plan: LivePlan) -> list[str]:
     grid = (f"full grid: {plan.grid_steps} steps, {plan.grid_seconds:g} benchmark-seconds, "
             f"{plan.grid_restarts} restart(s)")
     if s.method == "halving":
-        probe = Search(plan.space, s, lambda c, sec, r: None, full_seconds=plan.full_seconds,
-                       budget_seconds=plan.budget_seconds, budget_steps=plan.budget_steps)
-        rungs = probe.schedule()
+        rungs = _probe(plan).schedule()
         steps = sum(r.candidates * r.repetitions for r in rungs)
         secs = sum(r.cost(s.warmup) for r in rungs)
         restarts = sum(min(r.candidates, len(plan.space.group_by_restart(

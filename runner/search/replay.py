@@ -138,7 +138,7 @@ def synthetic_grid(noise: float, seed: int = 0, iterations: int = 3,
             iops = true * (1.0 + rng.gauss(0.0, noise))
             runs[c].append({"iops": iops, "iops@write": iops,
                             "latency_avg": 16 / iops, "latency_avg@write": 16 / iops})
-    return GridTable(space, runs, seconds, name=f"synthetic-{noise:.0%}-noise")
+    return GridTable(space, runs, seconds, name=f"synthetic-{noise:.0%}-noise-{seed}")
 
 
 @dataclass(frozen=True)
@@ -200,25 +200,29 @@ def replay_one(table: GridTable, settings: SearchSettings, seed: int,
     return search.run()
 
 
-def replay(table: GridTable, settings: SearchSettings, seeds: int = 200,
+def replay(table: GridTable | Sequence[GridTable], settings: SearchSettings, seeds: int = 200,
            tolerance: float = 0.05, budget_fraction: float | None = None,
            first_seed: int = 0) -> ReplayFigures:
+    """Figures over `seeds` seeds (per grid, when several grids are given)."""
+    tables = [table] if isinstance(table, GridTable) else list(table)
     objective = settings.primary
     reached: list[tuple[int, float] | None] = []
     spent: list[float] = []
     restarts: list[float] = []
-    for seed in range(first_seed, first_seed + seeds):
-        outcome = replay_one(table, settings, seed, budget_fraction)
-        reached.append(reached_at(outcome, table, objective, tolerance))
-        spent.append(outcome.bench_seconds)
-        restarts.append(outcome.restarts)
+    for t in tables:
+        for seed in range(first_seed, first_seed + seeds):
+            outcome = replay_one(t, settings, seed, budget_fraction)
+            reached.append(reached_at(outcome, t, objective, tolerance))
+            spent.append(outcome.bench_seconds)
+            restarts.append(outcome.restarts)
     # a seed that never got there counts as infinitely expensive
     steps = [r[0] if r else math.inf for r in reached]
     secs = [r[1] if r else math.inf for r in reached]
-    g_steps, g_seconds, g_restarts = table.grid_cost()
+    g_steps, g_seconds, g_restarts = tables[0].grid_cost()
+    name = tables[0].name if len(tables) == 1 else f"{tables[0].name} x{len(tables)}"
     return ReplayFigures(
-        grid=table.name, method=settings.method, seeds=seeds, tolerance=tolerance,
-        success=sum(1 for r in reached if r) / seeds,
+        grid=name, method=settings.method, seeds=len(reached), tolerance=tolerance,
+        success=sum(1 for r in reached if r) / len(reached),
         steps_median=_quantile(steps, 0.5), steps_p90=_quantile(steps, 0.9),
         seconds_median=_quantile(secs, 0.5), seconds_p90=_quantile(secs, 0.9),
         spent_seconds_median=statistics.median(spent), restarts_median=statistics.median(restarts),

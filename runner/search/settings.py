@@ -109,7 +109,7 @@ class SearchSettings:
     min_seconds: int = 2  # halving: shortest run
     warmup: int = 0  # seconds at the start of every run that are not measured
     restart_seconds: float = 15.0  # what one OSD restart costs (dead time)
-    rank_check: int = 4  # halving: candidates re-run long to check the short runs' ranking
+    rank_check: int = 3  # halving: candidates re-run long to check the short runs' ranking
     batch: int = 4  # bayes: asks per batch (ordered by restart values)
 
     @property
@@ -284,7 +284,7 @@ def parse_search(value: Any, where: Where,
     if raw_budget is not None:
         budget = _budget(raw_budget, (*kp, "budget"), where, problems)
     ints = {"seed": (0, 0), "eta": (3, 2), "min_seconds": (2, 1), "warmup": (0, 0),
-            "rank_check": (4, 0), "batch": (4, 1)}
+            "rank_check": (3, 0), "batch": (4, 1)}
     parsed: dict[str, int] = {}
     for key, (default, minimum) in ints.items():
         v = value.get(key, default)
