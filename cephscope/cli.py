@@ -16,7 +16,7 @@ from cephscope import __version__
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "devcluster": ("cephscope.deploy.devcluster_cli", "real single-host Ceph dev cluster on 127.0.0.1"),
     "stack": ("cephscope.deploy.stack_cli", "local Prometheus/Alertmanager/node_exporter stack"),
-    "sweep": ("cephscope.runner.sweep_cli", "run a parametric benchmark sweep"),
+    "sweep": ("cephscope.sweep_command", "run a parametric benchmark sweep"),
     "report": ("cephscope.runner.report_cli", "write the report of a finished run"),
     "search": ("cephscope.runner.search.cli", "replay a search against a stored full grid"),
     "recommend": ("cephscope.runner.search.recommend_cli",

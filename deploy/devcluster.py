@@ -49,6 +49,7 @@ from cephscope.deploy.placement import (
     this_machine,
 )
 from cephscope.deploy.procs import pid_alive, pid_file_locked, pid_from_file, port_is_free, terminate
+from cephscope.monclient import PgWaitTimeout, wait_pgs_active_clean
 
 STATE_FILE = "state.json"
 MON_ID = "a"
@@ -748,21 +749,11 @@ class DevCluster:
             time.sleep(0.5)
 
     def wait_pgs_active_clean(self, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                pgmap = self.ceph_json("pg", "stat", timeout=20)
-                summary = pgmap.get("pg_summary", pgmap)
-                total = summary.get("num_pgs", 0)
-                states = summary.get("num_pg_by_state", [])
-                clean = sum(s["num"] for s in states if s["name"] == "active+clean")
-                if total and clean == total:
-                    return
-            except (DevClusterError, KeyError, TypeError):
-                pass
-            if time.monotonic() > deadline:
-                raise DevClusterError(f"PGs not active+clean after {timeout:.0f}s")
-            time.sleep(0.5)
+        try:
+            wait_pgs_active_clean(lambda: self.ceph_json("pg", "dump", "pgs", timeout=20),
+                                  timeout, transient=(DevClusterError, OSError))
+        except PgWaitTimeout as exc:
+            raise DevClusterError(str(exc)) from exc
 
     # ---- restart ---------------------------------------------------------------------------
 

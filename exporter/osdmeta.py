@@ -10,12 +10,13 @@ block devices and ``path`` for files).
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
+
+from cephscope.monclient import MonCallError, MonCommandError, connect, mon_command
 
 log = logging.getLogger(__name__)
 
@@ -187,22 +188,10 @@ class MonClient:
     def _open(self) -> Any:
         """A connected rados.Rados handle (raises when the mon cannot be reached)."""
         try:
-            import rados  # python3-rados; absent on hosts without Ceph client libraries
-        except ImportError as exc:
-            raise ConnectionError(f"python rados module not importable: {exc}") from None
-        whole_seconds = str(max(int(self.timeout), 1))  # "secs" options reject "3.0"
-        conf: dict[str, str] = {
-            "client_mount_timeout": whole_seconds,
-            "rados_mon_op_timeout": whole_seconds,
-            "log_to_stderr": "false",
-            "err_to_stderr": "false",
-            "admin_socket": "",
-        }
-        if self.keyring:
-            conf["keyring"] = self.keyring
-        cluster = rados.Rados(conffile=self.conffile, name=self.name, conf=conf)
-        cluster.connect(timeout=int(max(self.timeout, 1)))
-        return cluster
+            return connect(self.conffile, self.name, self.keyring or None, self.timeout,
+                           quiet=True)
+        except MonCommandError as exc:
+            raise ConnectionError(str(exc)) from None
 
     def _fail(self, message: str) -> NoReturn:
         self._failed_at = self._clock()
@@ -211,18 +200,13 @@ class MonClient:
 
     def command(self, prefix: str, **args: Any) -> Any:
         cluster = self._connect()
-        cmd = json.dumps({"prefix": prefix, "format": "json", **args})
         try:
-            ret, out, err = cluster.mon_command(cmd, b"", timeout=int(max(self.timeout, 1)))
-        except Exception as exc:
+            return mon_command(cluster, prefix, self.timeout, **args)
+        except MonCallError as exc:  # the handle may be broken: reconnect next time
             self.close()
-            self._fail(f"mon command {prefix!r} failed: {exc}")
-        if ret != 0:
-            raise ConnectionError(f"mon command {prefix!r} returned {ret}: {err}")
-        try:
-            return json.loads(out)
-        except ValueError as exc:
-            raise ConnectionError(f"mon command {prefix!r} returned invalid JSON: {exc}") from None
+            self._fail(str(exc))
+        except MonCommandError as exc:
+            raise ConnectionError(str(exc)) from None
 
     def close(self) -> None:
         if self._cluster is not None:

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cephscope.runner.cephconfig import CephCli, CephError
+from cephscope.runner.cephclient import CephCli, CephError
 from cephscope.runner.spec import PoolProfile
 
 Log = Callable[[str], None]

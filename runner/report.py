@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cephscope.runner.benchmarks import BENCHMARKS
 from cephscope.runner.report_plots import plot_axes, plot_cores, plot_heatmaps, plot_thread_groups
 from cephscope.runner.results import RunDir, atomic_write_json, atomic_write_text
 from cephscope.runner.stats import summarize
@@ -453,9 +454,9 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
 def _notes(rows: Iterable[Row]) -> list[str]:
     notes = []
     rows = list(rows)
-    if any(r.step.benchmark == "radosbench" and r.status == "done" for r in rows):
-        notes.append("rados bench reports no latency percentiles: its client p50/p99 columns "
-                     "are empty; the OSD-side columns come from the OSDs' latency histograms.")
+    for name in dict.fromkeys(r.step.benchmark for r in rows if r.status == "done"):
+        cls = BENCHMARKS.get(name)
+        notes += [n for n in (cls.report_notes if cls else ()) if n not in notes]
     if any(r.status == "done" and r.system.available and not r.system.osd_latency_percentiles
            for r in rows):
         notes.append("Steps without OSD-side percentiles: no cephscope_osd_op_latency_seconds "

@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from cephscope.runner.axes import axes_product
 from cephscope.runner.search.settings import AdaptiveIterations, parse_iterations, parse_search
 
 # Keys in CBT's `cluster:` section that build or describe a cluster cephscope does not manage:
@@ -483,12 +484,10 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
         raise SpecError(c.problems)
 
     # Per-step checks by the benchmark classes, on every combination of their own axes.
-    from cephscope.runner.steps import expand_benchmark_params
-
     for bname, params in spec.benchmarks.items():
         cls = benchmark_classes[bname]
         seen: set[str] = set()
-        for combo in expand_benchmark_params(params):
+        for combo in axes_product(params):
             for problem in cls.validate(combo) or []:
                 if problem in seen:  # the same problem in every combination: said once
                     continue

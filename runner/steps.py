@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cephscope.runner.axes import axes_product
 from cephscope.runner.spec import Spec
 
 # Labels the runner sets itself on cephscope_step_info; an axis may not shadow them.
@@ -82,17 +82,6 @@ def step_id(benchmark: str, params: Mapping[str, Any], pool_profile: Mapping[str
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
-def _axes_product(section: Mapping[str, Any]) -> list[dict[str, Any]]:
-    keys = list(section)
-    value_lists = [v if isinstance(v, list) else [v] for v in section.values()]
-    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*value_lists)]
-
-
-def expand_benchmark_params(params: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every combination of one benchmark's parameter axes (pool_profile included)."""
-    return _axes_product(params)
-
-
 def generate_steps(spec: Spec) -> list[Step]:
     """Cartesian product of ceph_config axes x benchmark axes x pool profiles, x iterations.
 
@@ -100,13 +89,13 @@ def generate_steps(spec: Spec) -> list[Step]:
     benchmark axes (CBT's order: the first key varies slowest).
     """
     steps: list[Step] = []
-    config_combos = _axes_product(spec.ceph_config)
+    config_combos = axes_product(spec.ceph_config)
     config_axes = [k for k, v in spec.ceph_config.items() if isinstance(v, list)]
     for iteration in range(spec.iterations):
         for bname, bparams in spec.benchmarks.items():
             param_axes = [k for k, v in bparams.items() if isinstance(v, list)]
             for cfg in config_combos:
-                for combo in expand_benchmark_params(bparams):
+                for combo in axes_product(bparams):
                     pool = combo.pop("pool_profile", None)
                     profile = spec.pool_profiles[pool].to_dict() if pool else None
                     axes: dict[str, Any] = {f"ceph_config.{k}": cfg[k] for k in config_axes}

@@ -32,15 +32,11 @@ from cephscope.runner.benchmarks.base import (
     ClusterAccess,
     LiveSample,
 )
-from cephscope.runner.cephconfig import (
-    CephCli,
-    CephError,
-    ConfigManager,
-    ConfigSnapshot,
-    make_restart_method,
-)
+from cephscope.runner.cephclient import CephCli, CephError, CephTarget
+from cephscope.runner.knobs.ceph_config import ConfigManager, ConfigSnapshot
 from cephscope.runner.phase_metrics import MetricsServer, PhaseMetrics
 from cephscope.runner.pools import PoolManager
+from cephscope.runner.restart import make_restart_method
 from cephscope.runner.results import ResultsError, RunDir, load_baseline
 from cephscope.runner.search import live as live_search
 from cephscope.runner.spec import Spec, SpecError, load_spec
@@ -86,7 +82,8 @@ class SweepOptions:
     results_dir: Path | None = None
     dry_run: bool = False
     conf: Path | None = None
-    devcluster_dir: Path | None = None
+    # how to reach the cluster when the caller decided it (the CLI builds it for --devcluster)
+    target: CephTarget | None = None
     asok_dir: Path = Path("/var/run/ceph")
     client_name: str = "client.admin"
     keyring: Path | None = None
@@ -136,7 +133,7 @@ class Sweep:
         self.opts = opts
         self.log: Log = log or (lambda m: print(m, flush=True))
         self.benchmarks = benchmarks if benchmarks is not None else benchmark_registry()
-        self.devcluster: Any = None
+        self.target: CephTarget | None = None
         self.cli: CephCli | None = None
         self.config: ConfigManager | None = None
         self.run_dir: RunDir | None = None
@@ -170,30 +167,25 @@ class Sweep:
     def connect(self, spec: Spec) -> None:
         """Set up how we reach the cluster (no command sent yet)."""
         o = self.opts
-        if o.devcluster_dir is not None:
-            from cephscope.deploy.devcluster import DevCluster
-
-            self.devcluster = DevCluster(o.devcluster_dir)
-            conf = self.devcluster.conf_path
-            asok_of: Callable[[int], Path | None] = self.devcluster.osd_asok
-            method = o.restart_method or spec.restart.method or "devcluster"
-        else:
-            conf = o.conf or Path(spec.conf_file or DEFAULT_CONF)
-            cluster = spec.cluster_name
-
-            def asok_of(osd_id: int) -> Path | None:
-                return o.asok_dir / f"{cluster}-osd.{osd_id}.asok"
-
-            method = o.restart_method or spec.restart.method
-        if not Path(conf).exists():
+        target = o.target
+        if target is None:
+            target = CephTarget.plain(o.conf or Path(spec.conf_file or DEFAULT_CONF),
+                                      o.client_name, o.keyring, o.asok_dir, spec.cluster_name)
+        self.target = target
+        if not Path(target.conf_path).exists():
             if o.dry_run:  # a dry run can plan without a cluster
                 return
-            raise SweepError(f"ceph conf {conf} does not exist (use --conf or --devcluster)")
-        self.cli = CephCli(conf, client_name=o.client_name, keyring_path=o.keyring)
-        restart = (make_restart_method(method, self.cli, self.devcluster, spec.restart.command)
-                   if method else None)
+            raise SweepError(f"ceph conf {target.conf_path} does not exist (use --conf or "
+                             f"--devcluster)")
+        self.cli = CephCli(target.conf_path, client_name=target.client_name,
+                           keyring_path=target.keyring_path)
+        method = o.restart_method or spec.restart.method
+        if method is None and target.default_restart is not None:
+            method = "devcluster"
+        restart = (make_restart_method(method, self.cli, target.default_restart,
+                                       spec.restart.command) if method else None)
         rolling = spec.restart.rolling if o.rolling is None else o.rolling
-        self.config = ConfigManager(self.cli, restart, asok_of, rolling=rolling,
+        self.config = ConfigManager(self.cli, restart, target.osd_asok, rolling=rolling,
                                     timeout_seconds=spec.restart.timeout_seconds, log=self.log)
 
     def plan(self, spec: Spec, steps: list[Step] | None = None, *,
@@ -430,7 +422,7 @@ class Sweep:
 
     def _pool_for(self, spec: Spec, step: Step) -> str:
         assert self.pools is not None
-        application = "rbd" if step.benchmark == "librbdfio" else "rados"
+        application = self.benchmarks[step.benchmark].pool_application
         assert self.config is not None
         before = len(self.pools.created)
         if step.pool_profile:
@@ -439,7 +431,7 @@ class Sweep:
             default = self.opts.rbd_pool if application == "rbd" else self.opts.pool
             name = self.pools.ensure_named(default, application)
         if len(self.pools.created) != before:
-            self.config.wait_pgs_active_clean()  # a new pool's PGs must be clean first
+            self.config.restarter.wait_pgs_active_clean()  # a new pool's PGs must be clean first
         return name
 
     def _run_one(self, spec: Spec, step: Step, baseline: Mapping[str, Any] | None,

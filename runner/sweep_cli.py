@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from cephscope.runner.annotations import TOKEN_ENV
-from cephscope.runner.cephconfig import CephError
+from cephscope.runner.cephclient import CephError, CephTarget
 from cephscope.runner.results import ResultsError
 from cephscope.runner.spec import RESTART_METHODS, SpecError
 from cephscope.runner.sweep import (
@@ -79,10 +79,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop at the first failed step (default: continue, exit 1)")
 
 
-def options_from_args(args: argparse.Namespace) -> SweepOptions:
+def options_from_args(args: argparse.Namespace, target: CephTarget | None = None) -> SweepOptions:
     return SweepOptions(
         spec_path=args.spec, resume_dir=args.resume, results_dir=args.results_dir,
-        dry_run=args.dry_run, conf=args.conf, devcluster_dir=args.devcluster,
+        dry_run=args.dry_run, conf=args.conf, target=target,
         asok_dir=args.asok_dir, client_name=args.client_name, keyring=args.keyring,
         metrics_port=args.metrics_port, metrics_linger_seconds=args.metrics_linger,
         grafana_url=args.grafana_url,
@@ -95,7 +95,13 @@ def options_from_args(args: argparse.Namespace) -> SweepOptions:
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, target: CephTarget | None = None) -> int:
+    """`target`: how to reach the cluster when the caller built it (the `cephscope` command
+    does for --devcluster; the runner itself never imports the dev cluster)."""
+    if args.devcluster is not None and target is None:
+        print("cephscope sweep: --devcluster is wired by the `cephscope` command "
+              "(cephscope.sweep_command)", file=sys.stderr)
+        return 2
     if (args.spec is None) == (args.resume is None):
         print("cephscope sweep: give either SPEC or --resume RUN_DIR", file=sys.stderr)
         return 2
@@ -103,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"cephscope sweep: --baseline {args.baseline}: not a run dir (no run.json)",
               file=sys.stderr)
         return 2
-    sweep = Sweep(options_from_args(args))
+    sweep = Sweep(options_from_args(args, target))
     try:
         return sweep.run()
     except SpecError as exc:

@@ -96,6 +96,10 @@ class Benchmark(abc.ABC):
     name: ClassVar[str]
     #: parameter name -> python type(s) accepted per value (for spec validation)
     parameters: ClassVar[Mapping[str, tuple[type, ...]]]
+    #: the application enabled on the pools this benchmark runs on (`rados`, `rbd`, `rgw`)
+    pool_application: ClassVar[str] = "rados"
+    #: notes the report prints when a run holds finished steps of this benchmark
+    report_notes: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         self.params = dict(params)

@@ -351,6 +351,7 @@ class _StreamScanner:
 
 class LibrbdFio(Benchmark):
     name: ClassVar[str] = "librbdfio"
+    pool_application: ClassVar[str] = "rbd"
     parameters: ClassVar[Mapping[str, tuple[type, ...]]] = {
         "mode": (str,),
         "op_size": (int, str),

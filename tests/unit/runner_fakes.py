@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from cephscope.runner.benchmarks.base import BenchContext, Benchmark, BenchResult, LiveSample
-from cephscope.runner.cephconfig import CephError
+from cephscope.runner.cephclient import CephError
 
 
 class EchoBench(Benchmark):

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import pytest
 
 from cephscope.runner.benchmarks.base import BenchContext, BenchmarkError
-from cephscope.runner.cephconfig import ConfigManager
+from cephscope.runner.knobs.ceph_config import ConfigManager
 from cephscope.runner.results import RunDir, load_baseline
 from cephscope.runner.sweep import Sweep, SweepOptions
 from tests.unit.runner_fakes import EchoBench, FakeCluster

@@ -11,13 +11,9 @@ from typing import Any
 
 import pytest
 
-from cephscope.runner.cephconfig import (
-    ArgvRestart,
-    CephError,
-    ConfigManager,
-    ConfigVerifyError,
-    values_equal,
-)
+from cephscope.runner.cephclient import CephError
+from cephscope.runner.knobs.ceph_config import ConfigManager, ConfigVerifyError, values_equal
+from cephscope.runner.restart import ArgvRestart
 from tests.unit.runner_fakes import FakeCluster
 
 

@@ -1,140 +1,33 @@
-"""Ceph configuration per step: apply, restart OSDs when needed, verify, restore.
+"""The `ceph_config` knob: options in the mon's config database, applied per step.
 
-Options are set in the mon's config database for the `osd` section (`ceph config set osd K V`).
-Whether an option needs an OSD restart is Ceph's answer, not ours: `ceph config help OPTION
---format json` carries `can_update_at_runtime` (and the `startup` flag) in Pacific. The running
-value is verified on every OSD through its admin socket (`config get`), falling back to
-`ceph tell osd.N config get` when the socket is not on this host.
-
-Every command is an argv list; no value ever reaches a shell.
+Options are set for the `osd` section (`ceph config set osd K V`). Whether an option needs an
+OSD restart is Ceph's answer, not ours: `ceph config help OPTION --format json` carries
+`can_update_at_runtime` (and the `startup` flag) in Pacific. The running value is verified on
+every OSD through its admin socket (`config get`), falling back to `ceph tell osd.N config get`
+when the socket is not on this host. Restarts go through `cephscope.runner.restart`.
 """
 
 from __future__ import annotations
 
-import errno
-import json
 import math
-import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from cephscope.exporter.asok import AsokClient, AsokError, decode_response
-from cephscope.runner.benchmarks.base import ClusterAccess
+from cephscope.runner.cephclient import CephCli, CephError
+from cephscope.runner.restart import OsdRestarter, RestartMethod
 
 CONFIG_SECTION = "osd"
 Log = Callable[[str], None]
 
 
-class CephError(RuntimeError):
-    """A ceph command failed or the cluster did not reach the wanted state."""
-
-
 class ConfigVerifyError(CephError):
     """A step's config value did not take on some OSD."""
-
-
-# --------------------------------------------------------------------------- ceph CLI
-
-
-class CephCli:
-    """Talks to the mons through librados (`mon_command`, ~1 ms) with one connection for the
-    sweep; the `ceph` CLI (0.5-1.5 s per call) only for what librados cannot do here
-    (`ceph tell`, argv templates). Errors carry Ceph's own message."""
-
-    def __init__(self, conf_path: Path | str, client_name: str = "client.admin",
-                 keyring_path: Path | str | None = None, ceph_bin: str = "ceph",
-                 timeout_seconds: float = 60.0) -> None:
-        self.conf_path = Path(conf_path)
-        self.client_name = client_name
-        self.keyring_path = Path(keyring_path) if keyring_path else None
-        self.ceph_bin = ceph_bin
-        self.timeout_seconds = timeout_seconds
-        self._rados: Any = None
-        self._lock = threading.Lock()
-
-    # ---- librados ------------------------------------------------------------------------------
-
-    def _cluster(self) -> Any:
-        with self._lock:
-            if self._rados is None:
-                try:
-                    import rados
-                except ImportError as exc:
-                    raise CephError("python3-rados is not importable (Debian: apt-get install "
-                                    "python3-rados; use a venv with --system-site-packages)") \
-                        from exc
-                conf = {"keyring": str(self.keyring_path)} if self.keyring_path else {}
-                cluster = rados.Rados(conffile=str(self.conf_path), name=self.client_name,
-                                      conf=conf)
-                try:
-                    cluster.connect(timeout=15)
-                except rados.Error as exc:
-                    raise CephError(f"cannot connect to the cluster of {self.conf_path} as "
-                                    f"{self.client_name}: {exc}") from exc
-                self._rados = cluster
-            return self._rados
-
-    def command(self, prefix: str, timeout: float | None = None, **args: Any) -> Any:
-        """One mon command; JSON result parsed (None when it prints nothing)."""
-        cmd = {"prefix": prefix, "format": "json", **args}
-        import rados
-
-        try:
-            ret, outb, outs = self._cluster().mon_command(
-                json.dumps(cmd), b"", timeout=int(timeout or self.timeout_seconds))
-        except rados.Error as exc:
-            raise CephError(f"`ceph {prefix}` failed: {exc}") from exc
-        if ret != 0:
-            name = errno.errorcode.get(-ret, str(ret))
-            raise CephError(f"`ceph {prefix}` failed: {name} {outs.strip()}".rstrip())
-        return _decode_json(prefix, outb)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._rados is not None:
-                self._rados.shutdown()
-                self._rados = None
-
-    # ---- the ceph CLI --------------------------------------------------------------------------
-
-    def argv(self, *args: str) -> list[str]:
-        return [self.ceph_bin, *self.access().common_args(), "--connect-timeout", "15", *args]
-
-    def access(self) -> ClusterAccess:
-        """The same identity, as benchmarks take it."""
-        return ClusterAccess(self.conf_path, self.client_name, self.keyring_path)
-
-    def run(self, *args: str, timeout: float | None = None) -> str:
-        argv = self.argv(*args)
-        try:
-            proc = subprocess.run(argv, capture_output=True, text=True, check=False,
-                                  timeout=timeout or self.timeout_seconds)
-        except subprocess.TimeoutExpired as exc:
-            raise CephError(f"timed out after {exc.timeout:.0f}s: {' '.join(argv)}") from exc
-        except OSError as exc:
-            raise CephError(f"cannot run {argv[0]}: {exc.strerror}") from exc
-        if proc.returncode != 0:
-            tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-            raise CephError(f"`ceph {' '.join(args)}` failed ({proc.returncode}): {tail}")
-        return proc.stdout
-
-    def json(self, *args: str, timeout: float | None = None) -> Any:
-        return _decode_json(" ".join(args), self.run(*args, "--format", "json", timeout=timeout))
-
-
-def _decode_json(command: str, out: str | bytes) -> Any:
-    """A ceph command's JSON reply; None when it printed nothing."""
-    if not out.strip():
-        return None
-    try:
-        return json.loads(out)
-    except ValueError as exc:
-        raise CephError(f"`ceph {command}` returned invalid JSON: {out[:80]!r}") from exc
 
 
 # --------------------------------------------------------------------------- values
@@ -165,86 +58,6 @@ def format_config_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-# --------------------------------------------------------------------------- restart methods
-
-
-class RestartMethod(Protocol):
-    name: str
-
-    def restart(self, osd_ids: Sequence[int], timeout_seconds: float) -> None:
-        """Restart these OSDs (all at once); return when the restart has been issued/done."""
-
-
-class DevClusterRestart:
-    """The embedded dev cluster restarts its own daemons."""
-
-    name = "devcluster"
-
-    def __init__(self, devcluster: Any) -> None:
-        self.devcluster = devcluster
-
-    def restart(self, osd_ids: Sequence[int], timeout_seconds: float) -> None:
-        # One retry: seen once on the 2-core machine, a start racing the pid-file lock of the
-        # previous process ("failed to lock pidfile"); a second restart a moment later works.
-        for attempt in (1, 2):
-            try:
-                self.devcluster.restart_osds(list(osd_ids), timeout=timeout_seconds)
-                return
-            except Exception as exc:  # DevClusterError and friends: one clear message
-                if attempt == 2:
-                    raise CephError(f"dev cluster could not restart OSDs {list(osd_ids)}: "
-                                    f"{exc}") from exc
-                time.sleep(3.0)
-
-
-class ArgvRestart:
-    """Restart by running an argv template per OSD, `{id}` substituted in each element."""
-
-    def __init__(self, name: str, template: Sequence[str]) -> None:
-        self.name = name
-        self.template = list(template)
-
-    def argv_for(self, osd_id: int) -> list[str]:
-        return [a.replace("{id}", str(osd_id)) for a in self.template]
-
-    def restart(self, osd_ids: Sequence[int], timeout_seconds: float) -> None:
-        def one(osd_id: int) -> str | None:
-            argv = self.argv_for(osd_id)
-            try:
-                proc = subprocess.run(argv, capture_output=True, text=True, check=False,
-                                      timeout=timeout_seconds)
-            except subprocess.TimeoutExpired:
-                return f"osd.{osd_id}: {' '.join(argv)} timed out after {timeout_seconds:.0f}s"
-            except OSError as exc:
-                return f"osd.{osd_id}: cannot run {argv[0]}: {exc.strerror}"
-            if proc.returncode != 0:
-                tail = " | ".join(proc.stderr.strip().splitlines()[-2:])
-                return f"osd.{osd_id}: {' '.join(argv)} failed ({proc.returncode}): {tail}"
-            return None
-
-        with ThreadPoolExecutor(max_workers=max(1, len(osd_ids))) as pool:
-            errors = [e for e in pool.map(one, osd_ids) if e]
-        if errors:
-            raise CephError(f"{self.name} restart failed: " + "; ".join(errors))
-
-
-def make_restart_method(method: str, cli: CephCli, devcluster: Any | None = None,
-                        command: Sequence[str] = ()) -> RestartMethod:
-    if method == "devcluster":
-        if devcluster is None:
-            raise CephError("restart method 'devcluster' needs --devcluster STATE_DIR")
-        return DevClusterRestart(devcluster)
-    if method == "systemd":
-        return ArgvRestart("systemd", ["systemctl", "restart", "ceph-osd@{id}"])
-    if method == "cephadm":
-        return ArgvRestart("cephadm", cli.argv("orch", "daemon", "restart", "osd.{id}"))
-    if method == "command":
-        if not command:
-            raise CephError("restart method 'command' needs restart.command in the spec")
-        return ArgvRestart("command", command)
-    raise CephError(f"unknown restart method {method!r}")
 
 
 # --------------------------------------------------------------------------- config manager
@@ -289,10 +102,9 @@ class ConfigManager:
                  timeout_seconds: float = 600.0, log: Log = print,
                  poll_seconds: float = 0.5) -> None:
         self.cli = cli
-        self.restart_method = restart_method
         self.osd_asok = osd_asok
-        self.rolling = rolling
-        self.timeout_seconds = timeout_seconds
+        self.restarter = OsdRestarter(cli, restart_method, osd_asok, rolling=rolling,
+                                      timeout_seconds=timeout_seconds, poll_seconds=poll_seconds)
         self.log = log
         self.poll_seconds = poll_seconds
         self._option_info: dict[str, dict[str, Any]] = {}
@@ -497,8 +309,8 @@ class ConfigManager:
             stale = self.osds_needing_restart(wanted)
             if stale:
                 self.log(f"restarting osd.{',osd.'.join(map(str, stale))} for "
-                         f"{', '.join(restart_opts)} ({'rolling' if self.rolling else 'parallel'})")
-                report.restart_seconds, report.wait_seconds = self.restart_osds(stale)
+                         f"{', '.join(restart_opts)} ({'rolling' if self.restarter.rolling else 'parallel'})")
+                report.restart_seconds, report.wait_seconds = self.restarter.restart_osds(stale)
                 report.restarted = True
         t_verify = time.monotonic()
         # Values propagate from the mon asynchronously: poll until every OSD shows them.
@@ -543,93 +355,6 @@ class ConfigManager:
                 raise ConfigVerifyError("config did not take: " + "; ".join(wrong))
             time.sleep(self.poll_seconds)
 
-    def restart_osds(self, osd_ids: Sequence[int]) -> tuple[float, float]:
-        """Restart (parallel, or one by one when rolling); wait for up + active+clean.
-        Returns (restart seconds, wait seconds)."""
-        if self.restart_method is None:
-            raise CephError("an option needs an OSD restart but no restart method is configured "
-                            "(spec restart.method, or --devcluster)")
-        restart_total = wait_total = 0.0
-        batches = [[i] for i in osd_ids] if self.rolling else [list(osd_ids)]
-        for batch in batches:
-            before = self.up_from(batch)
-            t0 = time.monotonic()
-            self.restart_method.restart(batch, self.timeout_seconds)
-            t1 = time.monotonic()
-            up_since = self.wait_osds_restarted(batch, before)
-            self.wait_pgs_active_clean(up_since)
-            restart_total += t1 - t0
-            wait_total += time.monotonic() - t1
-        return restart_total, wait_total
-
-    def up_from(self, osd_ids: Iterable[int]) -> dict[int, int]:
-        dump = self.cli.command("osd dump")
-        wanted = set(osd_ids)
-        return {o["osd"]: int(o.get("up_from", 0)) for o in dump.get("osds", [])
-                if o["osd"] in wanted}
-
-    def wait_osds_restarted(self, osd_ids: Sequence[int],
-                            before: Mapping[int, int]) -> dict[int, int]:
-        """Up again with a newer up_from epoch than before the restart (not the stale 'up').
-        Returns osd -> the epoch it came up in."""
-        deadline = time.monotonic() + self.timeout_seconds
-        while True:
-            try:
-                dump = self.cli.command("osd dump", timeout=20)
-                state = {o["osd"]: o for o in dump.get("osds", [])}
-                pending = [i for i in osd_ids
-                           if not (state.get(i, {}).get("up") == 1
-                                   and int(state[i].get("up_from", 0)) > before.get(i, -1))]
-            except CephError:
-                pending = list(osd_ids)
-            # up, and their admin sockets answer (they are needed for verification)
-            if not pending and all(self._asok_ready(i) for i in osd_ids):
-                return {i: int(state[i]["up_from"]) for i in osd_ids}
-            if time.monotonic() > deadline:
-                raise CephError(f"OSDs {pending or list(osd_ids)} not back up after "
-                                f"{self.timeout_seconds:.0f}s")
-            time.sleep(self.poll_seconds)
-
-    def _asok_ready(self, osd_id: int) -> bool:
-        path = self.osd_asok(osd_id)
-        if path is None or not Path(path).exists():
-            return True  # verified through `ceph tell` instead
-        try:
-            AsokClient(path, timeout=2.0).command("version")
-            return True
-        except AsokError:
-            return False
-
-    def wait_pgs_active_clean(self, fresh_since: Mapping[int, int] | None = None) -> None:
-        """All PGs active+clean. With `fresh_since` (osd -> epoch it came up in), a PG served by
-        one of those OSDs counts only once its stats were reported at or after that epoch, so
-        the mgr's stale pre-restart "active+clean" is not taken for the truth."""
-        fresh_since = dict(fresh_since or {})
-        deadline = time.monotonic() + self.timeout_seconds
-        last = ""
-        while True:
-            try:
-                dump = self.cli.command("pg dump", dumpcontents=["pgs"], timeout=20)
-                stats = dump.get("pg_stats", []) if isinstance(dump, dict) else []
-                waiting = []
-                for pg in stats:
-                    osds = set(pg.get("acting", [])) | set(pg.get("up", []))
-                    need_epoch = max((fresh_since[o] for o in osds if o in fresh_since),
-                                     default=0)
-                    if pg.get("state") != "active+clean" or \
-                            int(pg.get("reported_epoch", 0)) < need_epoch:
-                        waiting.append(f"{pg.get('pgid')}:{pg.get('state')}")
-                last = f"{len(stats) - len(waiting)}/{len(stats)} active+clean"
-                if stats and not waiting:
-                    return
-                if waiting:
-                    last += f" (e.g. {', '.join(waiting[:3])})"
-            except (CephError, AttributeError, TypeError, ValueError) as exc:
-                last = str(exc)
-            if time.monotonic() > deadline:
-                raise CephError(f"PGs not active+clean after {self.timeout_seconds:.0f}s ({last})")
-            time.sleep(self.poll_seconds)
-
     # ---- restore -------------------------------------------------------------------------------
 
     def restore(self, snapshot: ConfigSnapshot) -> list[str]:
@@ -649,7 +374,7 @@ class ConfigManager:
             if stale:
                 self.log(f"restore: restarting osd.{',osd.'.join(map(str, stale))} for "
                          f"{', '.join(restart_opts)}")
-                self.restart_osds(stale)
+                self.restarter.restart_osds(stale)
             deadline = time.monotonic() + 30.0
             while True:
                 running = self.running_values(snapshot.running)

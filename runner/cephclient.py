@@ -1,0 +1,132 @@
+"""How the runner reaches one Ceph cluster: the mon client, the `ceph` CLI, and the handle the
+CLI builds (conf, identity, admin sockets, hosts, restart method) and hands to the sweep.
+
+The runner never imports the dev cluster: `cephscope sweep --devcluster` builds a `CephTarget`
+in the composition root (`cephscope.sweep_command`); for any other cluster `CephTarget.plain`
+makes one from a ceph.conf.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cephscope.monclient import MonCommandError, connect, decode_json, mon_command
+from cephscope.runner.benchmarks.base import ClusterAccess
+from cephscope.runner.hostexec import HostExec, LocalHost, host_exec
+
+if TYPE_CHECKING:
+    from cephscope.runner.restart import RestartMethod
+
+
+class CephError(RuntimeError):
+    """A ceph command failed or the cluster did not reach the wanted state."""
+
+
+class CephCli:
+    """Talks to the mons through librados (`mon_command`, ~1 ms) with one connection for the
+    sweep; the `ceph` CLI (0.5-1.5 s per call) only for what librados cannot do here
+    (`ceph tell`, argv templates). Errors carry Ceph's own message."""
+
+    def __init__(self, conf_path: Path | str, client_name: str = "client.admin",
+                 keyring_path: Path | str | None = None, ceph_bin: str = "ceph",
+                 timeout_seconds: float = 60.0) -> None:
+        self.conf_path = Path(conf_path)
+        self.client_name = client_name
+        self.keyring_path = Path(keyring_path) if keyring_path else None
+        self.ceph_bin = ceph_bin
+        self.timeout_seconds = timeout_seconds
+        self._rados: Any = None
+        self._lock = threading.Lock()
+
+    def _cluster(self) -> Any:
+        with self._lock:
+            if self._rados is None:
+                try:
+                    self._rados = connect(str(self.conf_path), self.client_name,
+                                          str(self.keyring_path) if self.keyring_path else None)
+                except MonCommandError as exc:
+                    raise CephError(str(exc)) from exc
+            return self._rados
+
+    def command(self, prefix: str, timeout: float | None = None, **args: Any) -> Any:
+        """One mon command; JSON result parsed (None when it prints nothing)."""
+        try:
+            return mon_command(self._cluster(), prefix, timeout or self.timeout_seconds, **args)
+        except MonCommandError as exc:
+            raise CephError(str(exc)) from exc
+
+    def close(self) -> None:
+        with self._lock:
+            if self._rados is not None:
+                self._rados.shutdown()
+                self._rados = None
+
+    # ---- the ceph CLI --------------------------------------------------------------------------
+
+    def argv(self, *args: str) -> list[str]:
+        return [self.ceph_bin, *self.access().common_args(), "--connect-timeout", "15", *args]
+
+    def access(self) -> ClusterAccess:
+        """The same identity, as benchmarks take it."""
+        return ClusterAccess(self.conf_path, self.client_name, self.keyring_path)
+
+    def run(self, *args: str, timeout: float | None = None) -> str:
+        argv = self.argv(*args)
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, check=False,
+                                  timeout=timeout or self.timeout_seconds)
+        except subprocess.TimeoutExpired as exc:
+            raise CephError(f"timed out after {exc.timeout:.0f}s: {' '.join(argv)}") from exc
+        except OSError as exc:
+            raise CephError(f"cannot run {argv[0]}: {exc.strerror}") from exc
+        if proc.returncode != 0:
+            tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+            raise CephError(f"`ceph {' '.join(args)}` failed ({proc.returncode}): {tail}")
+        return proc.stdout
+
+    def json(self, *args: str, timeout: float | None = None) -> Any:
+        try:
+            return decode_json(" ".join(args),
+                               self.run(*args, "--format", "json", timeout=timeout))
+        except MonCommandError as exc:
+            raise CephError(str(exc)) from exc
+
+
+@dataclass
+class CephTarget:
+    """Everything the sweep needs to know about reaching one cluster, decided by the caller."""
+
+    conf_path: Path
+    client_name: str = "client.admin"
+    keyring_path: Path | None = None
+    # the admin socket of an OSD on this machine (None: not here; `ceph tell` is used)
+    osd_asok: Callable[[int], Path | None] = field(default=lambda osd_id: None)
+    # how to run commands on the host an OSD's metadata names (`hostname`)
+    host_for: Callable[[str], HostExec] = field(default=lambda hostname: LocalHost())
+    # the restart this cluster provides when the spec does not name one (dev cluster: its own)
+    default_restart: RestartMethod | None = None
+
+    @classmethod
+    def plain(cls, conf_path: Path, client_name: str, keyring_path: Path | None,
+              asok_dir: Path, cluster_name: str, local_hosts: frozenset[str] = frozenset(),
+              ssh_settings: dict[str, Any] | None = None) -> CephTarget:
+        """A cluster given by its ceph.conf: admin sockets `<dir>/<cluster>-osd.N.asok`;
+        hosts named in `local_hosts` (and this machine's own name) run here, others over SSH."""
+        import socket
+
+        here = {socket.gethostname(), socket.getfqdn(), *local_hosts}
+
+        def asok(osd_id: int) -> Path | None:
+            return asok_dir / f"{cluster_name}-osd.{osd_id}.asok"
+
+        def host_for(hostname: str) -> HostExec:
+            if hostname in here:
+                return LocalHost(hostname)
+            return host_exec(hostname, **(ssh_settings or {}))
+
+        return cls(conf_path, client_name, keyring_path, osd_asok=asok, host_for=host_for)
