@@ -11,7 +11,7 @@ COPY pyproject.toml ./
 RUN /usr/bin/python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
         > core-requirements.txt \
     && /opt/venv/bin/pip install --no-cache-dir -r core-requirements.txt
-COPY cephscope/__init__.py /opt/venv/lib/python3.11/site-packages/cephscope/__init__.py
+COPY cephscope/__init__.py cephscope/monclient.py /opt/venv/lib/python3.11/site-packages/cephscope/
 COPY exporter /opt/venv/lib/python3.11/site-packages/cephscope/exporter
 # Runs as root in the container: admin sockets are writable only by their owner (the ceph
 # user) or root, and they are mounted read-only.
