@@ -323,6 +323,11 @@ class ExporterServer:
                 self._close(conn)
                 return
             conn.handshaking = False
+            if not self.web_config.client_allowed(sock.getpeercert()):
+                log.info("client certificate not in client_allowed_sans",
+                         extra={"fields": {"peer": conn.peer}})
+                self._close(conn)
+                return
             self._selector.modify(sock, selectors.EVENT_READ, conn)
         while True:
             try:

@@ -25,6 +25,7 @@ from cephscope.exporter.http import (
     HttpSettings,
     parse_listen_address,
 )
+from cephscope.exporter.logs import configure_logging
 from cephscope.exporter.scrape import Scraper, ScrapeSettings, tune_gc_for_scrapes
 from cephscope.exporter.settings import add_host_flags
 from cephscope.exporter.webconfig import WebConfigError, load_web_config
@@ -103,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--log.level", dest="log_level", default="info",
         choices=["debug", "info", "warn", "error"], help="log level (default: %(default)s)",
     )
+    parser.add_argument(
+        "--log.format", dest="log_format", default="logfmt", choices=["logfmt", "json"],
+        help="log line format (default: %(default)s)",
+    )
     add_host_flags(parser)
     add_collector_arguments(parser)
     return parser
@@ -150,11 +155,7 @@ def make_server(args: argparse.Namespace) -> ExporterServer:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    level = {"warn": logging.WARNING}.get(args.log_level, getattr(logging, args.log_level.upper()))
-    logging.basicConfig(
-        stream=sys.stderr, level=level,
-        format="ts=%(asctime)s level=%(levelname)s caller=%(module)s msg=%(message)s",
-    )
+    configure_logging(args.log_level, args.log_format)
     try:
         server = make_server(args)
     except (ValueError, WebConfigError) as err:
@@ -162,10 +163,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     tune_gc_for_scrapes()
     host, port = server.server_address[:2]
-    log.info(
-        "listening on [%s]:%s%s (collectors: %s; asok dir %s)", host, port, args.telemetry_path,
-        ", ".join(c.name for c in server.scraper.collectors), args.asok_dir,
-    )
+    log.info("listening", extra={"fields": {
+        "address": f"[{host}]:{port}", "path": args.telemetry_path, "asok_dir": args.asok_dir,
+        "collectors": ",".join(c.name for c in server.scraper.collectors),
+    }})
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -49,6 +49,10 @@ def tune_gc_for_scrapes() -> None:
     gc.set_threshold(50_000, 50, 100)
 
 
+def _fields(collector: Collector, daemon: Daemon, err: BaseException) -> dict[str, Any]:
+    return {"fields": {"collector": collector.name, "ceph_daemon": daemon.name, "err": err}}
+
+
 @dataclass
 class ScrapeSettings:
     asok_dir: str
@@ -91,7 +95,8 @@ class Scraper:
             try:
                 timeout = float(timeout_header)
             except ValueError:
-                log.warning("ignoring bad scrape timeout header %r", timeout_header)
+                log.warning("ignoring bad scrape timeout header",
+                            extra={"fields": {"header": timeout_header[:80]}})
         budget = max(timeout - self.settings.timeout_offset, 0.05)
         return time.monotonic() + budget
 
@@ -157,13 +162,19 @@ class Scraper:
                 collector.collect_daemon(session, sink)
             except AsokCommandError as err:
                 ok = False
-                log.warning("collector %s on %s: %s", collector.name, daemon.name, err)
+                log.warning("admin socket command refused", extra=_fields(collector, daemon, err))
             except AsokError as err:
                 # The daemon's fault (dead, hung, garbage): costs its series, not the collector.
-                log.info("collector %s on %s: %s", collector.name, daemon.name, err)
-            except Exception:
+                log.info("daemon not answering", extra=_fields(collector, daemon, err))
+            except (ValueError, OSError) as err:
+                # Expected failures (unparsable reply, process not found): the message says
+                # it all; a traceback per daemon per scrape would drown the log.
                 ok = False
-                log.exception("collector %s failed on %s", collector.name, daemon.name)
+                log.warning("collector failed", extra=_fields(collector, daemon, err))
+            except Exception as err:
+                ok = False
+                log.exception("collector failed unexpectedly",
+                              extra=_fields(collector, daemon, err))
             else:
                 outcome.sinks.append(sink)
             outcome.results[collector.name] = (ok, time.monotonic() - started)
@@ -174,8 +185,13 @@ class Scraper:
         sink = MetricSink()
         try:
             collector.collect_host(ctx, sink)
+        except (ValueError, OSError) as err:
+            log.warning("collector failed",
+                        extra={"fields": {"collector": collector.name, "err": err}})
+            return sink, False
         except Exception:
-            log.exception("collector %s failed", collector.name)
+            log.exception("collector failed unexpectedly",
+                          extra={"fields": {"collector": collector.name}})
             return sink, False
         return sink, True
 
@@ -209,8 +225,7 @@ class Scraper:
         budget = deadline - time.monotonic()
         self._prefetch(sessions, deadline - min(0.5, max(budget, 0) * 0.2))
         daemon_futures = {
-            self._pool.submit(self._scrape_daemon, session): session.daemon
-            for session in sessions
+            self._pool.submit(self._scrape_daemon, session): session for session in sessions
         }
         all_futures = [*daemon_futures, *host_futures]
         concurrent.futures.wait(all_futures, timeout=max(deadline - time.monotonic(), 0))
@@ -225,13 +240,27 @@ class Scraper:
             "1 if the daemon's admin socket answered every command of this scrape, else 0.",
         )
         outcomes: dict[str, _DaemonOutcome] = {}
-        for future, daemon in daemon_futures.items():
+        late: list[str] = []
+        for future, session in daemon_futures.items():
+            name = session.daemon.name
             if future.done() and not future.cancelled() and future.exception() is None:
-                outcomes[daemon.name] = future.result()
-            else:
-                future.cancel()
-                outcomes[daemon.name] = _DaemonOutcome(up=False)
-                log.warning("%s: no answer before the scrape deadline", daemon.name)
+                outcomes[name] = future.result()
+                continue
+            future.cancel()
+            # Down only if its socket failed: a daemon whose replies arrived but whose
+            # collectors did not finish in time (the exporter's own slowness) is up, and
+            # its collectors report failure instead.
+            outcome = _DaemonOutcome(up=session.transport_error is None)
+            for collector in self.daemon_collectors:
+                if collector.handles(session.daemon):
+                    outcome.results[collector.name] = (False, time.monotonic() - scrape_started)
+            outcomes[name] = outcome
+            late.append(name)
+        if late:
+            log.warning(
+                "collectors not finished before the scrape deadline (exporter too slow)",
+                extra={"fields": {"daemons": ",".join(sorted(late)), "count": len(late)}},
+            )
         # Collector order first, daemons sorted within: stable exposition.
         for collector in self.daemon_collectors:
             for name in sorted(outcomes):
@@ -257,7 +286,8 @@ class Scraper:
                 future.cancel()
                 success[collector.name] = False
                 duration[collector.name] = time.monotonic() - scrape_started
-                log.warning("collector %s: not done before the scrape deadline", collector.name)
+                log.warning("collector not done before the scrape deadline",
+                            extra={"fields": {"collector": collector.name}})
 
         success_family = MetricFamily(
             "cephscope_scrape_collector_success",

@@ -5,16 +5,26 @@ Supported keys (same YAML as every Go exporter)::
     tls_server_config:
       cert_file: /path/server.crt
       key_file: /path/server.key
-      client_ca_file: /path/ca.crt          # optional: require client certificates
-      client_auth_type: RequireAndVerifyClientCert   # or NoClientCert (default)
-      min_version: TLS12                    # optional: TLS10..TLS13
+      client_ca_file: /path/ca.crt          # with it, client_auth_type defaults to
+      client_auth_type: RequireAndVerifyClientCert   # RequireAndVerifyClientCert
+      client_allowed_sans: [prometheus.example]      # optional, needs verified client certs
+      min_version: TLS12                    # TLS10..TLS13 (default TLS12)
+      max_version: TLS13
+      cipher_suites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]   # Go names; TLS 1.2 only
+      prefer_server_cipher_suites: true
     basic_auth_users:
       alice: $2y$10$...                     # bcrypt hash (htpasswd -nBC 10 "" | tr -d ':')
     http_server_config:
       headers: {X-Frame-Options: deny}      # extra response headers
+      http2: false                          # accepted; this server speaks HTTP/1.1
 
-Anything else is rejected with a message naming the key, so a typo never silently disables
-authentication.
+Validation is strict: an unknown key anywhere names the key and the file (a typo must never
+silently drop authentication or headers), and inconsistent settings are refused at start:
+``client_ca_file`` with ``NoClientCert``, a verifying ``client_auth_type`` without
+``client_ca_file``, ``min_version`` above ``max_version``, an unknown cipher suite.
+``RequestClientCert`` and ``RequireAnyClientCert`` (accept unverified client certificates)
+cannot be done with Python's TLS and are refused with that reason, as is
+``curve_preferences``.
 """
 
 from __future__ import annotations
@@ -31,9 +41,29 @@ from typing import Any
 import bcrypt
 import yaml
 
-_TLS_KEYS = frozenset(
-    {"cert_file", "key_file", "client_ca_file", "client_auth_type", "min_version"}
-)
+_TLS_KEYS = frozenset({
+    "cert_file", "key_file", "client_ca_file", "client_auth_type", "client_allowed_sans",
+    "min_version", "max_version", "cipher_suites", "prefer_server_cipher_suites",
+    "curve_preferences",
+})
+_HTTP_KEYS = frozenset({"headers", "http2"})
+# Go's crypto/tls names (what exporter-toolkit configs contain) -> OpenSSL names.
+_CIPHER_SUITES = {
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA": "ECDHE-ECDSA-AES128-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA": "ECDHE-RSA-AES128-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA": "ECDHE-ECDSA-AES256-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA": "ECDHE-RSA-AES256-SHA",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256": "AES128-GCM-SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384": "AES256-GCM-SHA384",
+    "TLS_RSA_WITH_AES_128_CBC_SHA": "AES128-SHA",
+    "TLS_RSA_WITH_AES_256_CBC_SHA": "AES256-SHA",
+}
 _TLS_VERSIONS = {
     "TLS10": ssl.TLSVersion.TLSv1,
     "TLS11": ssl.TLSVersion.TLSv1_1,
@@ -42,11 +72,10 @@ _TLS_VERSIONS = {
 }
 _CLIENT_AUTH = {
     "NoClientCert": ssl.CERT_NONE,
-    "RequestClientCert": ssl.CERT_OPTIONAL,
-    "RequireAnyClientCert": ssl.CERT_REQUIRED,
     "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
     "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
 }
+_UNVERIFIED_CLIENT_AUTH = frozenset({"RequestClientCert", "RequireAnyClientCert"})
 
 
 class WebConfigError(ValueError):
@@ -76,17 +105,40 @@ class WebConfig:
             return str(base / p) if not Path(p).is_absolute() else p
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = _TLS_VERSIONS[self.tls.get("min_version", "TLS12")]
+        ctx.maximum_version = _TLS_VERSIONS[self.tls.get("max_version", "TLS13")]
+        if self.tls.get("cipher_suites"):
+            ctx.set_ciphers(":".join(_CIPHER_SUITES[name] for name in self.tls["cipher_suites"]))
+        if self.tls.get("prefer_server_cipher_suites", True):
+            ctx.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
         try:
             ctx.load_cert_chain(resolve(self.tls["cert_file"]), resolve(self.tls["key_file"]))
         except (OSError, ssl.SSLError) as err:
             raise WebConfigError(f"{self.path}: cannot load cert_file/key_file: {err}") from None
-        ctx.verify_mode = _CLIENT_AUTH[self.tls.get("client_auth_type", "NoClientCert")]
+        ctx.verify_mode = _CLIENT_AUTH[self.client_auth_type]
         if self.tls.get("client_ca_file"):
             try:
                 ctx.load_verify_locations(resolve(self.tls["client_ca_file"]))
             except (OSError, ssl.SSLError) as err:
                 raise WebConfigError(f"{self.path}: cannot load client_ca_file: {err}") from None
         return ctx
+
+    @property
+    def client_auth_type(self) -> str:
+        default = "RequireAndVerifyClientCert" if (self.tls or {}).get("client_ca_file") else (
+            "NoClientCert")
+        return (self.tls or {}).get("client_auth_type") or default
+
+    @property
+    def allowed_sans(self) -> frozenset[str]:
+        return frozenset(str(s) for s in (self.tls or {}).get("client_allowed_sans") or ())
+
+    def client_allowed(self, peer_cert: dict[str, Any] | None) -> bool:
+        """``client_allowed_sans``: the verified client certificate names one of them."""
+        if not self.allowed_sans:
+            return True
+        if not peer_cert:
+            return False
+        return any(value in self.allowed_sans for _, value in peer_cert.get("subjectAltName", ()))
 
     def check_authorization(self, header: str | None) -> bool:
         """True if no users are configured or the Basic credentials match a user."""
@@ -138,12 +190,7 @@ def load_web_config(path: str | None) -> WebConfig:
         for key in ("cert_file", "key_file"):
             if not tls.get(key):
                 raise WebConfigError(f"{path}: tls_server_config.{key} is required")
-        if tls.get("min_version", "TLS12") not in _TLS_VERSIONS:
-            raise WebConfigError(f"{path}: tls_server_config.min_version {tls['min_version']!r}")
-        if tls.get("client_auth_type", "NoClientCert") not in _CLIENT_AUTH:
-            raise WebConfigError(
-                f"{path}: tls_server_config.client_auth_type {tls['client_auth_type']!r}"
-            )
+        _check_tls(path, tls)
         config.tls = tls
     users = raw.get("basic_auth_users")
     if users is not None:
@@ -157,6 +204,11 @@ def load_web_config(path: str | None) -> WebConfig:
     server = raw.get("http_server_config") or {}
     if not isinstance(server, dict):
         raise WebConfigError(f"{path}: http_server_config must be a mapping")
+    bad = set(server) - _HTTP_KEYS
+    if bad:
+        raise WebConfigError(f"{path}: unknown http_server_config key(s) {', '.join(sorted(bad))}")
+    if not isinstance(server.get("http2", True), bool):
+        raise WebConfigError(f"{path}: http_server_config.http2 must be true or false")
     headers = server.get("headers") or {}
     if not isinstance(headers, dict):
         raise WebConfigError(f"{path}: http_server_config.headers must be a mapping")
@@ -164,3 +216,57 @@ def load_web_config(path: str | None) -> WebConfig:
     if config.tls:
         config.ssl_context()  # fail at startup, not at the first connection
     return config
+
+
+def _check_tls(path: str, tls: dict[str, Any]) -> None:
+    """Refuse inconsistent or unsupported TLS settings, naming the key."""
+    where = f"{path}: tls_server_config"
+    versions = list(_TLS_VERSIONS)
+    for key, default in (("min_version", "TLS12"), ("max_version", "TLS13")):
+        if tls.get(key, default) not in _TLS_VERSIONS:
+            raise WebConfigError(
+                f"{where}.{key} {tls[key]!r}: expected one of {', '.join(versions)}"
+            )
+    if versions.index(tls.get("min_version", "TLS12")) > versions.index(
+        tls.get("max_version", "TLS13")
+    ):
+        raise WebConfigError(f"{where}: min_version {tls['min_version']} is above max_version "
+                             f"{tls.get('max_version', 'TLS13')}")
+    auth = tls.get("client_auth_type")
+    if auth in _UNVERIFIED_CLIENT_AUTH:
+        raise WebConfigError(
+            f"{where}.client_auth_type {auth}: accepting unverified client certificates is not"
+            " supported (Python's TLS verifies every client certificate it asks for); use"
+            " RequireAndVerifyClientCert or VerifyClientCertIfGiven with client_ca_file"
+        )
+    if auth is not None and auth not in _CLIENT_AUTH:
+        raise WebConfigError(f"{where}.client_auth_type {auth!r}: expected one of "
+                             f"{', '.join(sorted(_CLIENT_AUTH | dict.fromkeys(_UNVERIFIED_CLIENT_AUTH)))}")
+    if tls.get("client_ca_file") and auth == "NoClientCert":
+        raise WebConfigError(f"{where}: client_ca_file is set but client_auth_type is "
+                             "NoClientCert (client certificates would never be checked)")
+    if auth in ("RequireAndVerifyClientCert", "VerifyClientCertIfGiven") and not tls.get(
+        "client_ca_file"
+    ):
+        raise WebConfigError(f"{where}.client_auth_type {auth} needs client_ca_file "
+                             "(the CA that signs client certificates)")
+    sans = tls.get("client_allowed_sans")
+    if sans is not None:
+        if not isinstance(sans, list) or not all(isinstance(x, str) for x in sans):
+            raise WebConfigError(f"{where}.client_allowed_sans must be a list of names")
+        if not tls.get("client_ca_file"):
+            raise WebConfigError(f"{where}.client_allowed_sans needs verified client "
+                                 "certificates (client_ca_file)")
+    suites = tls.get("cipher_suites")
+    if suites is not None:
+        if not isinstance(suites, list):
+            raise WebConfigError(f"{where}.cipher_suites must be a list")
+        unknown = [s for s in suites if s not in _CIPHER_SUITES]
+        if unknown:
+            raise WebConfigError(f"{where}.cipher_suites: unknown or insecure suite(s) "
+                                 f"{', '.join(map(str, unknown))}")
+    if not isinstance(tls.get("prefer_server_cipher_suites", True), bool):
+        raise WebConfigError(f"{where}.prefer_server_cipher_suites must be true or false")
+    if "curve_preferences" in tls:
+        raise WebConfigError(f"{where}.curve_preferences is not supported by this exporter "
+                             "(OpenSSL picks the curves); remove it")
