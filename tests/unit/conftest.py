@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.unit.fake_asok import FakeCluster
 
 SYSFS_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
 
@@ -23,3 +26,12 @@ def sysfs_host1(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("sysfs") / "host1"
     module.build(str(root))
     return root
+
+
+@pytest.fixture
+def one_osd(tmp_path: Path) -> Iterator[FakeCluster]:
+    """One fake OSD socket (osd.0) replaying real captures."""
+    fake = FakeCluster(tmp_path / "run")
+    fake.add_osd(0)
+    yield fake
+    fake.stop()

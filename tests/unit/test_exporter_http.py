@@ -9,7 +9,6 @@ import subprocess
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import bcrypt
@@ -19,14 +18,6 @@ from cephscope.exporter.http import parse_listen_address
 from cephscope.exporter.main import build_parser, main, make_server
 from cephscope.exporter.webconfig import WebConfigError, load_web_config
 from tests.unit.fake_asok import FakeCluster, only_collectors, parse_samples
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[FakeCluster]:
-    fake = FakeCluster(tmp_path / "run")
-    fake.add_osd(0)
-    yield fake
-    fake.stop()
 
 
 def serve(run_dir: Path, *flags: str):
@@ -55,8 +46,8 @@ def get(url: str, headers: dict[str, str] | None = None, context=None) -> tuple[
         return err.code, err.headers.get("Content-Type", ""), err.read().decode()
 
 
-def test_routes(cluster: FakeCluster) -> None:
-    server = serve(cluster.dir, "--web.telemetry-path", "/ceph-metrics")
+def test_routes(one_osd: FakeCluster) -> None:
+    server = serve(one_osd.dir, "--web.telemetry-path", "/ceph-metrics")
     base = f"http://127.0.0.1:{server.server_address[1]}"
     try:
         status, ctype, body = get(base + "/ceph-metrics",
@@ -72,12 +63,12 @@ def test_routes(cluster: FakeCluster) -> None:
         stop(server)
 
 
-def test_basic_auth_with_bcrypt(cluster: FakeCluster, tmp_path: Path) -> None:
+def test_basic_auth_with_bcrypt(one_osd: FakeCluster, tmp_path: Path) -> None:
     hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
     go_style = "$2y$" + hashed[4:]  # what htpasswd -B writes
     config = tmp_path / "web.yml"
     config.write_text(f"basic_auth_users:\n  prom: '{go_style}'\n")
-    server = serve(cluster.dir, "--web.config.file", str(config))
+    server = serve(one_osd.dir, "--web.config.file", str(config))
     url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
 
     def auth(user: str, password: str) -> dict[str, str]:
@@ -94,7 +85,7 @@ def test_basic_auth_with_bcrypt(cluster: FakeCluster, tmp_path: Path) -> None:
         stop(server)
 
 
-def test_tls(cluster: FakeCluster, tmp_path: Path) -> None:
+def test_tls(one_osd: FakeCluster, tmp_path: Path) -> None:
     openssl = shutil.which("openssl")
     assert openssl, "openssl is needed to make a test certificate"
     subprocess.run(
@@ -105,7 +96,7 @@ def test_tls(cluster: FakeCluster, tmp_path: Path) -> None:
     )
     config = tmp_path / "web.yml"
     config.write_text("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n")
-    server = serve(cluster.dir, "--web.config.file", str(config))
+    server = serve(one_osd.dir, "--web.config.file", str(config))
     port = server.server_address[1]
     try:
         context = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import bcrypt
@@ -20,14 +19,6 @@ from tests.unit.tls_pki import Pki, make_pki
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     return make_pki(tmp_path_factory.mktemp("pki"))
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[FakeCluster]:
-    fake = FakeCluster(tmp_path / "run")
-    fake.add_osd(0)
-    yield fake
-    fake.stop()
 
 
 def web_config(pki: Pki, path: Path, extra_tls: str = "") -> Path:
@@ -58,14 +49,14 @@ def curl(port: int, pki: Pki, *extra: str, user: str = "prom:s3cret",
 
 
 def test_tls_basic_auth_and_client_certs_together(
-    cluster: FakeCluster, pki: Pki, tmp_path: Path
+    one_osd: FakeCluster, pki: Pki, tmp_path: Path
 ) -> None:
     config = web_config(
         pki, tmp_path / "web.yml",
         "  min_version: TLS12\n  max_version: TLS12\n"
         "  cipher_suites: [TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256]\n",
     )
-    server = serve(cluster.dir, "--web.config.file", str(config))
+    server = serve(one_osd.dir, "--web.config.file", str(config))
     port = server.server_address[1]
     try:
         assert curl(port, pki) == (0, "200")
@@ -84,15 +75,15 @@ def test_tls_basic_auth_and_client_certs_together(
         stop(server)
 
 
-def test_client_allowed_sans(cluster: FakeCluster, pki: Pki, tmp_path: Path) -> None:
+def test_client_allowed_sans(one_osd: FakeCluster, pki: Pki, tmp_path: Path) -> None:
     config = web_config(pki, tmp_path / "web.yml", "  client_allowed_sans: [grafana]\n")
-    server = serve(cluster.dir, "--web.config.file", str(config))
+    server = serve(one_osd.dir, "--web.config.file", str(config))
     try:
         assert curl(server.server_address[1], pki)[0] != 0  # cert names prometheus only
     finally:
         stop(server)
     config = web_config(pki, tmp_path / "web.yml", "  client_allowed_sans: [prometheus]\n")
-    server = serve(cluster.dir, "--web.config.file", str(config))
+    server = serve(one_osd.dir, "--web.config.file", str(config))
     try:
         assert curl(server.server_address[1], pki) == (0, "200")
     finally:
