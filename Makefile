@@ -30,6 +30,7 @@ test-unit: setup
 
 bench: setup
 	$(PY) benchmarks/scrape_cost.py
+	$(PY) benchmarks/render_cost.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
