@@ -316,3 +316,12 @@ def only_collectors(*names: str) -> list[str]:
         f"--collector.{cls.name}" if cls.name in names else f"--no-collector.{cls.name}"
         for cls in collector_classes()
     ]
+
+
+def check_exposition_golden(golden: Path, text: str) -> None:
+    """``text`` equals the golden file; ``CEPHSCOPE_UPDATE_GOLDEN=1`` rewrites the file."""
+    if os.environ.get("CEPHSCOPE_UPDATE_GOLDEN") == "1":
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+    assert golden.exists(), f"{golden} missing: run with CEPHSCOPE_UPDATE_GOLDEN=1"
+    assert text == golden.read_text(), f"exposition differs from {golden}"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import random
 import re
 import shutil
@@ -35,6 +34,7 @@ from tests.unit.fake_asok import (
     FIXTURES_ROOT,
     FakeCluster,
     capture_dir,
+    check_exposition_golden,
     exporter_args,
     only_collectors,
     parse_samples,
@@ -42,7 +42,6 @@ from tests.unit.fake_asok import (
 
 OPS = only_collectors("ops")
 GOLDEN = FIXTURES_ROOT / "golden" / f"{CEPH_VERSION}-ops_load-ops.prom"
-UPDATE_GOLDEN = os.environ.get("CEPHSCOPE_UPDATE_GOLDEN") == "1"
 
 
 def load(scenario: str, osd: str, command: str) -> Any:
@@ -268,11 +267,7 @@ def test_phase_histogram_through_the_exporter(tmp_path: Path) -> None:
     # The second scrape sees the same history: nothing is counted twice.
     assert normalise(second) == normalise(first)
     text = normalise(first)
-    if UPDATE_GOLDEN:
-        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
-        GOLDEN.write_text(text)
-    assert GOLDEN.exists(), f"{GOLDEN} missing: run with CEPHSCOPE_UPDATE_GOLDEN=1"
-    assert text == GOLDEN.read_text(), f"exposition differs from {GOLDEN}"
+    check_exposition_golden(GOLDEN, text)
 
 
 def test_golden_passes_promtool() -> None:

@@ -8,7 +8,6 @@ prometheus_client's parser; ``CEPHSCOPE_UPDATE_GOLDEN=1`` rewrites it (review th
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -24,13 +23,18 @@ from cephscope.exporter.exposition import render
 from cephscope.exporter.main import settings_from_args
 from cephscope.exporter.scrape import Scraper
 from cephscope.exporter.settings import HostSettings, PathSettings
-from tests.unit.fake_asok import CEPH_VERSION, FIXTURES_ROOT, FakeCluster, exporter_args
+from tests.unit.fake_asok import (
+    CEPH_VERSION,
+    FIXTURES_ROOT,
+    FakeCluster,
+    check_exposition_golden,
+    exporter_args,
+)
 from tests.unit.test_exporter_perf import CEPH_COMPAT_LINT
 from tests.unit.test_topology_collector import FakeMon, addresses, edited_metadata
 
 GOLDEN = FIXTURES_ROOT / "golden" / f"{CEPH_VERSION}-exporter.prom"
 PROC = Path(__file__).resolve().parents[1] / "fixtures" / "proc" / "ops_load_after"
-UPDATE_GOLDEN = os.environ.get("CEPHSCOPE_UPDATE_GOLDEN") == "1"
 
 
 def normalise(text: str) -> str:
@@ -78,11 +82,7 @@ def test_whole_exporter_matches_golden(exposition: str) -> None:
         assert f'cephscope_scrape_collector_success{{collector="{cls.name}"}} 1' in exposition, \
             cls.name
     assert 'cephscope_daemon_up{ceph_daemon="osd.1"} 1' in exposition
-    if UPDATE_GOLDEN:
-        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
-        GOLDEN.write_text(exposition)
-    assert GOLDEN.exists(), f"{GOLDEN} missing: run with CEPHSCOPE_UPDATE_GOLDEN=1"
-    assert exposition == GOLDEN.read_text(), f"exposition differs from {GOLDEN}"
+    check_exposition_golden(GOLDEN, exposition)
 
 
 def test_golden_passes_promtool() -> None:

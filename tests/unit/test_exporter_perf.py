@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -24,6 +23,7 @@ from tests.unit.fake_asok import (
     FIXTURES_ROOT,
     FakeCluster,
     capture_dir,
+    check_exposition_golden,
     exporter_args,
     only_collectors,
     parse_samples,
@@ -32,7 +32,6 @@ from tests.unit.fake_asok import (
 )
 
 GOLDEN_DIR = FIXTURES_ROOT / "golden"
-UPDATE_GOLDEN = os.environ.get("CEPHSCOPE_UPDATE_GOLDEN") == "1"
 PERF_AND_HISTOGRAM = only_collectors("perf", "histogram")
 
 
@@ -75,11 +74,7 @@ def test_golden_exposition(tmp_path: Path, scenario: str) -> None:
     finally:
         cluster.stop()
     golden = GOLDEN_DIR / f"{CEPH_VERSION}-{scenario}.prom"
-    if UPDATE_GOLDEN:
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(text)
-    assert golden.exists(), f"{golden} missing: run with CEPHSCOPE_UPDATE_GOLDEN=1"
-    assert text == golden.read_text(), f"exposition differs from {golden}"
+    check_exposition_golden(golden, text)
 
 
 # promtool lint findings that ceph-exporter's own names cause (names kept for compatibility).
