@@ -42,6 +42,9 @@ CBT_CLUSTER_KEYS_IGNORED = frozenset(
         "rgw_pools", "rgw_rebuild", "mgr_modules", "is_teuthology", "stress_lib",
         "ceph_cmd_prefix", "pool_profile", "client_endpoints", "cache_profiles",
         "crush_profiles", "clusterid_prefix", "recovery_test", "version_compat",
+        # tool paths and host lists of CBT's own examples (ceph/cbt example/*.yaml)
+        "ceph.conf", "rbd-nbd_cmd", "rbd-fuse_cmd", "radosgw-admin_cmd", "pid_dir", "servers",
+        "ceph-osd_cmd_prefix", "use_existing_pools",
     }
 )
 # `cluster:` keys cephscope acts on.
@@ -65,7 +68,16 @@ CBT_BENCHMARK_KEYS_IGNORED = frozenset(
         "rate_iops", "use_existing_volumes", "no_sudo", "end_fill_percentage", "prefill",
         "idle_monitor_sleep", "recov_test_type", "data_pool_profile", "rbdadd_mons",
         "rbdadd_options", "direct", "poolname", "mode_args", "workloads", "client_endpoints",
+        # from CBT's benchmark/*.py and example/*.yaml
+        "vol_order", "pgs", "pgs_per_pool", "total_iodepth", "recov_pool_profile",
+        "recov_pool_name", "wait_pgautoscaler_timeout", "fio_cpu_set", "procs_per_client",
+        "iterations", "acceptable", "concurrent_procs", "rbdname",
     }
+)
+# CBT benchmarks cephscope does not have: refused, naming the ones it has.
+CBT_BENCHMARKS_MISSING = frozenset(
+    {"rbdfio", "kvmrbdfio", "rawfio", "hsbench", "cosbench", "getput", "nullbench",
+     "cephtestrados", "fio", "smallfile", "std_fio", "stdfiobench", "elbencho", "cephfsfio"}
 )
 # Parameter every benchmark accepts: the pool profile the step runs on (an axis if a list).
 COMMON_BENCHMARK_KEYS = frozenset({"pool_profile"})
@@ -81,6 +93,8 @@ POOL_PROFILE_KEYS_IGNORED = frozenset(
 )
 ERASURE_PROFILE_KEYS = frozenset({"erasure_k", "erasure_m", "erasure_plugin", "failure_domain",
                                   "k", "m", "plugin"})
+# Size of a pool profile that says `replication: 'replicated'` (CBT's examples).
+DEFAULT_REPLICATED_SIZE = 3
 RESTART_KEYS = frozenset({"method", "command", "rolling", "timeout"})
 RESTART_METHODS = ("devcluster", "systemd", "cephadm", "command")
 
@@ -356,7 +370,9 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
     c = _Checker(path, lines)
     if not isinstance(data, dict):
         raise SpecError([f"{path}:1: the spec must be a mapping at the top level"])
-    c.shell_safe((), data)
+    # Only what cephscope acts on is checked for shell metacharacters: an ignored CBT key
+    # (a monitoring profile's `> {dir}/out`, a `*_cmd` path) is never used, let alone run.
+    c.shell_safe((), _acted_on(data, benchmark_classes))
 
     for key in data:
         if key in TOP_KEYS:
@@ -452,7 +468,10 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
         cls = benchmark_classes.get(bname)
         if cls is None:
             known = ", ".join(sorted(benchmark_classes)) or "none registered"
-            c.error(kp, bname, f"unknown benchmark (known: {known})")
+            if bname in CBT_BENCHMARKS_MISSING:
+                c.error(kp, bname, f"CBT benchmark cephscope does not have (it has: {known})")
+            else:
+                c.error(kp, bname, f"unknown benchmark (known: {known})")
             continue
         params = c.mapping(kp, params)
         kept: dict[str, Any] = {}
@@ -466,6 +485,11 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
                         c.error((*pk, i) if isinstance(value, list) else pk, n,
                                 "no such pool profile (define it under pool_profiles)")
                 kept[key] = value
+            elif key == "prefill" and isinstance(value, dict) and "prefill" in accepted:
+                # CBT's form: fio options of its prefill job; cephscope prefills its own way
+                c.warn(pk, f"CBT {bname} prefill options {sorted(value)} are not used; "
+                           "images are prefilled with 4 MiB sequential writes")
+                kept[key] = True
             elif key in accepted:
                 if c.axis_values(pk, value, tuple(accepted[key])) is not None:
                     kept[key] = value
@@ -500,6 +524,26 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
     return spec
 
 
+def _acted_on(data: dict[str, Any], benchmark_classes: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec without the keys cephscope ignores (CBT's cluster-building and monitoring keys,
+    CBT benchmark parameters it does not act on, benchmarks it refuses anyway)."""
+    kept = {k: v for k, v in data.items() if k not in TOP_KEYS_CBT_IGNORED}
+    if isinstance(kept.get("cluster"), dict):
+        kept["cluster"] = {k: v for k, v in kept["cluster"].items()
+                           if k not in CBT_CLUSTER_KEYS_IGNORED}
+    if isinstance(kept.get("benchmarks"), dict):
+        benchmarks = {}
+        for bname, params in kept["benchmarks"].items():
+            if bname not in benchmark_classes:
+                continue
+            accepted = getattr(benchmark_classes[bname], "parameters", {})
+            benchmarks[bname] = ({k: v for k, v in params.items()
+                                  if k in accepted or k not in CBT_BENCHMARK_KEYS_IGNORED}
+                                 if isinstance(params, dict) else params)
+        kept["benchmarks"] = benchmarks
+    return kept
+
+
 def _pool_profile(c: _Checker, kp: tuple[Any, ...], name: str, pp: Any,
                   erasure_profiles: dict[str, dict[str, Any]]) -> PoolProfile | None:
     pp = c.mapping(kp, pp)
@@ -512,9 +556,14 @@ def _pool_profile(c: _Checker, kp: tuple[Any, ...], name: str, pp: Any,
     pg = pp.get("pg_size", pp.get("pgp_size", 32))
     pg_num = _int(c, (*kp, "pg_size"), pg, 1)
     replication = pp.get("replication", pp.get("size", None))
-    if replication is None:
-        c.error((*kp, "replication"), None, "missing: an integer size or 'erasure'")
-        return None
+    if replication is None or replication == "replicated":
+        # CBT creates a replicated pool of the cluster's default size then ('replicated' or
+        # no replication key in its examples)
+        said = "no replication" if replication is None else "replication 'replicated'"
+        c.warn((*kp, "replication"), f"{said}: a replicated pool of size "
+                                     f"{DEFAULT_REPLICATED_SIZE} (Ceph's default); give an "
+                                     "integer size or 'erasure' to choose")
+        replication = DEFAULT_REPLICATED_SIZE
     ec_overwrites = pp.get("ec_overwrites", False)
     if not isinstance(ec_overwrites, bool):
         c.error((*kp, "ec_overwrites"), ec_overwrites, "wrong type; expected bool")

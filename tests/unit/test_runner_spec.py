@@ -103,7 +103,10 @@ def test_benchmark_validate_is_called_per_combination():
 def test_unknown_benchmark():
     problems = errors(GOOD.replace("radosbench:", "cosbench:"))
     assert problems[0].startswith("sweep.yaml:7: benchmarks.cosbench: 'cosbench': "
-                                  "unknown benchmark")
+                                  "CBT benchmark cephscope does not have (it has: ")
+    assert "librbdfio" in problems[0] and "radosbench" in problems[0]
+    problems = errors(GOOD.replace("radosbench:", "fancybench:"))
+    assert "'fancybench': unknown benchmark (known: " in problems[0]
 
 
 def test_cbt_file_accepted_with_one_warning_per_ignored_key():
