@@ -11,6 +11,8 @@ debian_packages=(
     ceph-mon ceph-mgr ceph-osd ceph-common python3-rados python3-rbd
     prometheus prometheus-alertmanager prometheus-node-exporter
     fio python3-venv util-linux iproute2 curl
+    # headless browser: the report test opens report.html in it
+    chromium
 )
 
 missing=()
