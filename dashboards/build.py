@@ -53,14 +53,14 @@ def generated_files(
     """Every generated file and its content."""
     # Imported here so `cephscope dashboards --help` does not pay for the SDK import.
     from cephscope.dashboards.definitions import all_dashboards
-    from cephscope.dashboards.rules import alert_rules, recording_rules
+    from cephscope.dashboards.rules import rule_files
 
     files = {
         dashboards_dir / f"{name}.json": render_dashboard(data)
         for name, data in all_dashboards(cfg).items()
     }
-    files[alerts_dir / "cephscope.rules.yml"] = render_rules(recording_rules(cfg))
-    files[alerts_dir / "cephscope-alerts.rules.yml"] = render_rules(alert_rules(cfg))
+    for name, data in rule_files(cfg).items():
+        files[alerts_dir / name] = render_rules(data)
     return files
 
 

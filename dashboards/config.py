@@ -1,8 +1,8 @@
 """Selectors and thresholds shared by the dashboards and the alert rules (mixin style).
 
-Every job selector and every alert threshold lives here, so a deployment changes them in
-one place and rebuilds with `cephscope dashboards` (which writes the dashboards JSON and
-the generated rule files under alerts/).
+Every job selector, rule window and alert threshold lives here, so a deployment changes them
+in one place and rebuilds with `cephscope dashboards` (which writes the dashboards JSON and
+every rule file under alerts/).
 """
 
 from __future__ import annotations
@@ -56,8 +56,11 @@ class MixinConfig:
     disk_saturation_util: float = 0.95
     disk_saturation_for: str = "2m"
 
-    # Where the runbook sections live (docs/alerts.md in the repository).
-    runbook_base_url: str = "https://github.com/cephscope/cephscope/blob/main/docs/alerts.md"
+    # Where the runbook sections live; each alert links `<base>#<alert name in lower case>`.
+    # Default: docs/alerts.md of this repository, relative to its root (as a link in a
+    # checkout or a repository browser). Set the URL of your own copy, e.g. a
+    # https://…/blob/<branch>/docs/alerts.md page, so that notifications link somewhere.
+    runbook_base_url: str = "docs/alerts.md"
 
 
 DEFAULT_CONFIG = MixinConfig()

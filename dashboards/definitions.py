@@ -13,6 +13,7 @@ from typing import Any
 
 from grafana_foundation_sdk.builders import dashboard as gdash
 
+from cephscope.dashboards import rule_names as names
 from cephscope.dashboards.common import (
     OSD_SEL,
     RUN_SEL,
@@ -253,7 +254,7 @@ def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
                 "Queue wait per OSD",
                 [
                     Query(
-                        f"ceph_daemon:cephscope_osd_op_queue_wait_seconds:avg_rate1m{sel(OSD_SEL)}",
+                        f"{names.OSD_OP_QUEUE_WAIT}{sel(OSD_SEL)}",
                         "{{ceph_daemon}} op_{{op}}",
                     )
                 ],
@@ -428,11 +429,11 @@ def devices_network(cfg: MixinConfig) -> dict[str, Any]:
                 "Device await",
                 [
                     Query(
-                        f"ceph_daemon_device:node_disk_read_await_seconds:rate1m{osd}",
+                        f"{names.DEVICE_READ_AWAIT}{osd}",
                         "read {{ceph_daemon}} {{role}} {{device}}",
                     ),
                     Query(
-                        f"ceph_daemon_device:node_disk_write_await_seconds:rate1m{osd}",
+                        f"{names.DEVICE_WRITE_AWAIT}{osd}",
                         "write {{ceph_daemon}} {{role}} {{device}}",
                     ),
                 ],
@@ -444,7 +445,7 @@ def devices_network(cfg: MixinConfig) -> dict[str, Any]:
         .with_panel(
             per_osd(
                 "Device utilisation",
-                "ceph_daemon_device:node_disk_io_util:rate1m",
+                names.DEVICE_UTIL,
                 "percentunit",
                 "iostat's %util: share of time with at least one I/O in flight.",
             )
@@ -452,7 +453,7 @@ def devices_network(cfg: MixinConfig) -> dict[str, Any]:
         .with_panel(
             per_osd(
                 "Device queue size",
-                "ceph_daemon_device:node_disk_queue_size:rate1m",
+                names.DEVICE_QUEUE_SIZE,
                 "short",
                 "iostat's aqu-sz: average I/Os queued or in service.",
             )
@@ -462,11 +463,11 @@ def devices_network(cfg: MixinConfig) -> dict[str, Any]:
                 "Device IOPS",
                 [
                     Query(
-                        f"ceph_daemon_device:node_disk_reads_completed:rate1m{osd}",
+                        f"{names.DEVICE_READS}{osd}",
                         "read {{ceph_daemon}} {{role}} {{device}}",
                     ),
                     Query(
-                        f"ceph_daemon_device:node_disk_writes_completed:rate1m{osd}",
+                        f"{names.DEVICE_WRITES}{osd}",
                         "write {{ceph_daemon}} {{role}} {{device}}",
                     ),
                 ],
@@ -479,11 +480,11 @@ def devices_network(cfg: MixinConfig) -> dict[str, Any]:
                 "Device throughput",
                 [
                     Query(
-                        f"ceph_daemon_device:node_disk_read_bytes:rate1m{osd}",
+                        f"{names.DEVICE_READ_BYTES}{osd}",
                         "read {{ceph_daemon}} {{role}} {{device}}",
                     ),
                     Query(
-                        f"ceph_daemon_device:node_disk_written_bytes:rate1m{osd}",
+                        f"{names.DEVICE_WRITTEN_BYTES}{osd}",
                         "write {{ceph_daemon}} {{role}} {{device}}",
                     ),
                 ],
@@ -503,7 +504,7 @@ def devices_network(cfg: MixinConfig) -> dict[str, Any]:
         .with_panel(
             per_nic(
                 "NIC receive",
-                "ceph_daemon_network:node_network_receive_bytes:rate1m",
+                names.NETWORK_RECEIVE_BYTES,
                 "Bps",
                 "Bytes received on the OSD's interfaces.",
                 width=12,
@@ -512,7 +513,7 @@ def devices_network(cfg: MixinConfig) -> dict[str, Any]:
         .with_panel(
             per_nic(
                 "NIC transmit",
-                "ceph_daemon_network:node_network_transmit_bytes:rate1m",
+                names.NETWORK_TRANSMIT_BYTES,
                 "Bps",
                 "Bytes sent on the OSD's interfaces.",
                 width=12,
@@ -566,10 +567,10 @@ def sweep_comparison(cfg: MixinConfig) -> dict[str, Any]:
             table(
                 "OSD IOPS, latency and CPU per step",
                 [
-                    Query(f"avg_over_time(cephscope_step:osd_ops:rate{run}[$__range])"),
-                    Query(f"avg_over_time(cephscope_step:osd_op_latency_seconds:avg{run}[$__range])"),
-                    Query(f"avg_over_time(cephscope_step:osd_op_latency_seconds:p99{run}[$__range])"),
-                    Query(f"avg_over_time(cephscope_step:osd_cpu_cores:rate{run}[$__range])"),
+                    Query(f"avg_over_time({names.STEP_OSD_OPS}{run}[$__range])"),
+                    Query(f"avg_over_time({names.STEP_OSD_OP_LATENCY_AVG}{run}[$__range])"),
+                    Query(f"avg_over_time({names.STEP_OSD_OP_LATENCY_P99}{run}[$__range])"),
+                    Query(f"avg_over_time({names.STEP_OSD_CPU_CORES}{run}[$__range])"),
                 ],
                 "Recorded every few seconds while a step runs. Value #A = OSD ops/s, #B = avg "
                 "latency (s), #C = p99 latency (s), #D = OSD CPU (cores); IOPS per core = A / D.",
@@ -580,7 +581,7 @@ def sweep_comparison(cfg: MixinConfig) -> dict[str, Any]:
         .with_panel(
             timeseries(
                 "OSD IOPS by step",
-                [Query(f"cephscope_step:osd_ops:rate{run}", "step {{step}}")],
+                [Query(f"{names.STEP_OSD_OPS}{run}", "step {{step}}")],
                 "iops",
                 "Cluster OSD op rate while each step ran.",
             )
@@ -588,7 +589,7 @@ def sweep_comparison(cfg: MixinConfig) -> dict[str, Any]:
         .with_panel(
             timeseries(
                 "OSD p99 latency by step",
-                [Query(f"cephscope_step:osd_op_latency_seconds:p99{run}", "step {{step}}")],
+                [Query(f"{names.STEP_OSD_OP_LATENCY_P99}{run}", "step {{step}}")],
                 "s",
                 "Cluster OSD p99 op latency while each step ran.",
             )

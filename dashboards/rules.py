@@ -2,8 +2,9 @@
 
 Recording rules: per-OSD rates and latencies, and per-step aggregates (a figure multiplied
 into `cephscope_step_info`, so the recorded series carry every sweep parameter of the step
-that was running). The per-OSD device / NIC rules are the topology rules in
-alerts/osd_devices.rules.yml; the op-queue rule is alerts/opqueue.rules.yml.
+that was running), per-OSD op-queue wait (alerts/opqueue.rules.yml) and per-OSD device and NIC
+figures joined through the topology info series (alerts/osd_devices.rules.yml). Every window
+is `MixinConfig.rate_window`; every recorded name is a constant of rule_names.
 
 Alerts: every alert has `severity`, `summary`, `description` and a `runbook_url` pointing at
 its section of docs/alerts.md (the anchor is the alert name in lower case).
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cephscope.dashboards import rule_names as names
 from cephscope.dashboards.config import MixinConfig
 
 OP_TYPES = ("r", "w", "rw")
@@ -55,11 +57,11 @@ def recording_rules(cfg: MixinConfig) -> dict[str, Any]:
     )
     osd_rules: list[dict[str, str]] = [
         {
-            "record": "ceph_daemon_op:ceph_osd_op:rate",
+            "record": names.OSD_OP_RATE,
             "expr": f"sum by (job, instance, ceph_daemon, op) ({op_rates})",
         },
         {
-            "record": "ceph_daemon:ceph_osd_op_latency_seconds:avg",
+            "record": names.OSD_OP_LATENCY_AVG,
             "expr": (
                 f"sum by (job, instance, ceph_daemon) (rate(ceph_osd_op_latency_sum{exporter}[{w}]))"
                 f" / sum by (job, instance, ceph_daemon) "
@@ -67,10 +69,10 @@ def recording_rules(cfg: MixinConfig) -> dict[str, Any]:
             ),
         },
     ]
-    for quantile, name in ((0.5, "p50"), (0.99, "p99")):
+    for quantile, name in ((0.5, names.OSD_OP_LATENCY_P50), (0.99, names.OSD_OP_LATENCY_P99)):
         osd_rules.append(
             {
-                "record": f"ceph_daemon:cephscope_osd_op_latency_seconds:{name}",
+                "record": name,
                 "expr": (
                     f"histogram_quantile({quantile}, sum by (job, instance, ceph_daemon, le) "
                     f"(rate(cephscope_osd_op_latency_seconds_bucket{exporter}[{w}])))"
@@ -79,56 +81,56 @@ def recording_rules(cfg: MixinConfig) -> dict[str, Any]:
         )
     step_rules: list[dict[str, str]] = [
         {
-            "record": "cephscope_step:osd_ops:rate",
-            "expr": _step_join("sum(ceph_daemon_op:ceph_osd_op:rate)"),
+            "record": names.STEP_OSD_OPS,
+            "expr": _step_join(f"sum({names.OSD_OP_RATE})"),
         },
         {
-            "record": "cephscope_step:osd_op_latency_seconds:avg",
+            "record": names.STEP_OSD_OP_LATENCY_AVG,
             "expr": _step_join(
                 f"sum(rate(ceph_osd_op_latency_sum{exporter}[{w}])) / "
                 f"sum(rate(ceph_osd_op_latency_count{exporter}[{w}]))"
             ),
         },
         {
-            "record": "cephscope_step:osd_op_latency_seconds:p99",
+            "record": names.STEP_OSD_OP_LATENCY_P99,
             "expr": _step_join(
                 "histogram_quantile(0.99, sum by (le) "
                 f"(rate(cephscope_osd_op_latency_seconds_bucket{exporter}[{w}])))"
             ),
         },
         {
-            "record": "cephscope_step:osd_cpu_cores:rate",
+            "record": names.STEP_OSD_CPU_CORES,
             "expr": _step_join(f"sum(rate(cephscope_osd_thread_cpu_seconds_total{exporter}[{w}]))"),
         },
         {
             # The op worker threads: the figure to hold against osd_op_num_shards x threads.
-            "record": "cephscope_step:osd_tp_osd_tp_cpu_cores:rate",
+            "record": names.STEP_OSD_TP_OSD_TP_CPU_CORES,
             "expr": _step_join(
                 "sum(rate(cephscope_osd_thread_cpu_seconds_total"
                 + "{" + cfg.exporter_job_selector + f', thread_group="tp_osd_tp"}}[{w}]))'
             ),
         },
         {
-            "record": "cephscope_step:osd_op_queue_items:sum",
+            "record": names.STEP_OSD_OP_QUEUE_ITEMS,
             "expr": _step_join(f"sum(avg_over_time(cephscope_osd_op_queue_items{exporter}[{w}]))"),
         },
         {
-            "record": "cephscope_step:osd_op_shards:sum",
+            "record": names.STEP_OSD_OP_SHARDS,
             "expr": _step_join(f"sum(cephscope_osd_op_shards{exporter})"),
         },
         {
-            "record": "cephscope_step:node_cpu_busy:ratio",
+            "record": names.STEP_NODE_CPU_BUSY,
             "expr": _step_join(f"1 - avg(rate(node_cpu_seconds_total{node_idle}[{w}]))"),
         },
         {
-            "record": "cephscope_step:client_ops_per_second",
+            "record": names.STEP_CLIENT_OPS,
             "expr": (
                 "cephscope_step_info * on(run, step) group_left() "
                 "sum by (run, step) (cephscope_client_ops_per_second)"
             ),
         },
         {
-            "record": "cephscope_step:client_latency_seconds",
+            "record": names.STEP_CLIENT_LATENCY,
             "expr": (
                 "cephscope_step_info * on(run, step) group_left() "
                 "max by (run, step) (cephscope_client_latency_seconds)"
@@ -144,6 +146,135 @@ def recording_rules(cfg: MixinConfig) -> dict[str, Any]:
                 "rules": osd_rules + step_rules,
             }
         ]
+    }
+
+
+def opqueue_rules(cfg: MixinConfig) -> dict[str, Any]:
+    """Op queue wait per OSD and op type (r, w, rw), from ceph-exporter-compatible counters.
+
+    Average seconds an op of that type waited between being received and being dequeued by a
+    tp_osd_tp worker: op_<op>_latency counts from the message's receive stamp,
+    op_<op>_process_latency from its dequeue (PrimaryLogPG::log_op_stats), so the difference
+    is the time before dequeue. No ops in the window: no sample (the `> 0` guard), never
+    NaN. A small negative difference from rate() extrapolation is clamped to 0.
+    """
+    w = cfg.rate_window
+    exporter = "{" + cfg.exporter_job_selector + "}"
+    by = "sum by (job, instance, ceph_daemon)"
+    rules = [
+        {
+            "record": names.OSD_OP_QUEUE_WAIT,
+            "expr": (
+                "clamp_min(\n"
+                "  (\n"
+                f"      {by} (rate(ceph_osd_op_{op}_latency_sum{exporter}[{w}]))\n"
+                f"    - {by} (rate(ceph_osd_op_{op}_process_latency_sum{exporter}[{w}]))\n"
+                "  )\n"
+                f"  / ({by} (rate(ceph_osd_op_{op}_latency_count{exporter}[{w}])) > 0),\n"
+                "  0\n"
+                ")"
+            ),
+            "labels": {"op": op},
+        }
+        for op in OP_TYPES
+    ]
+    return {"groups": [{"name": "cephscope-opqueue", "rules": rules}]}
+
+
+def device_rules(cfg: MixinConfig) -> dict[str, Any]:
+    """Per-OSD disk and NIC figures: node_exporter's node_disk_* / node_network_* joined to
+    OSDs through the exporter's topology info series (docs/metrics.md, "Topology").
+
+    Join key: (nodename, device). The exporter and node_exporter are different scrape
+    targets, so `instance` differs; node_exporter's node_uname_info{nodename} gives each
+    node_exporter instance its host name, and the exporter labels its info series with the
+    same nodename. The info series sits on the "many" side of the join so that several OSDs
+    may share one device (file-backed OSDs on one filesystem) or one NIC without a
+    many-to-many error. Awaits are time/ops: where ops do not move the rule records 0 (no
+    I/O waited), not NaN. Prometheus must scrape both targets at least twice per window.
+    """
+    w = cfg.rate_window
+    node = "{" + cfg.node_job_selector + "}"
+    device_info = "cephscope_osd_device_info{" + cfg.exporter_job_selector + "}"
+    network_info = "cephscope_osd_network_info{" + cfg.exporter_job_selector + "}"
+    uname = f"on (instance) group_left (nodename) node_uname_info{node}"
+
+    def per_device(figure: str) -> str:
+        return (
+            "sum by (ceph_daemon, role, device, nodename) (\n"
+            f"  {device_info}\n"
+            "  * on (nodename, device) group_left ()\n"
+            f"  (\n    ({figure})\n    * {uname}\n  )\n"
+            ")"
+        )
+
+    def rate(counter: str) -> str:
+        return f"rate({counter}{node}[{w}])"
+
+    def await_of(time_counter: str, ops_counter: str) -> str:
+        return (f"{rate(time_counter)} / ({rate(ops_counter)} > 0)"
+                f" or {rate(ops_counter)} * 0")
+
+    def per_interface(counter: str) -> str:
+        return (
+            "sum by (ceph_daemon, network, interface, nodename) (\n"
+            f"  {network_info}\n"
+            "  * on (nodename, interface) group_left ()\n"
+            "  label_replace(\n"
+            f"    {rate(counter)} * {uname},\n"
+            '    "interface", "$1", "device", "(.*)"\n'
+            "  )\n"
+            ")"
+        )
+
+    rules = [
+        {"record": names.DEVICE_READS, "expr": per_device(rate("node_disk_reads_completed_total"))},
+        {"record": names.DEVICE_WRITES,
+         "expr": per_device(rate("node_disk_writes_completed_total"))},
+        {"record": names.DEVICE_READ_BYTES, "expr": per_device(rate("node_disk_read_bytes_total"))},
+        {"record": names.DEVICE_WRITTEN_BYTES,
+         "expr": per_device(rate("node_disk_written_bytes_total"))},
+        # iostat's r_await / w_await in seconds
+        {"record": names.DEVICE_READ_AWAIT,
+         "expr": per_device(await_of("node_disk_read_time_seconds_total",
+                                     "node_disk_reads_completed_total"))},
+        {"record": names.DEVICE_WRITE_AWAIT,
+         "expr": per_device(await_of("node_disk_write_time_seconds_total",
+                                     "node_disk_writes_completed_total"))},
+        # iostat's %util as a 0..1 ratio: share of wall time with at least one I/O in flight
+        {"record": names.DEVICE_UTIL,
+         "expr": per_device(f"clamp_max({rate('node_disk_io_time_seconds_total')}, 1)")},
+        # iostat's aqu-sz: average number of I/Os queued or in service
+        {"record": names.DEVICE_QUEUE_SIZE,
+         "expr": per_device(rate("node_disk_io_time_weighted_seconds_total"))},
+        # interface counters, not per-OSD traffic: OSDs sharing a NIC all see its total
+        {"record": names.NETWORK_RECEIVE_BYTES,
+         "expr": per_interface("node_network_receive_bytes_total")},
+        {"record": names.NETWORK_TRANSMIT_BYTES,
+         "expr": per_interface("node_network_transmit_bytes_total")},
+        # share of the link speed in use, the busier direction; only where the kernel knows
+        # the speed (cephscope_osd_network_speed_bytes is absent for lo and virtual links)
+        {"record": names.NETWORK_LINK_UTIL,
+         "expr": (
+             "max by (ceph_daemon, network, interface, nodename) (\n"
+             f'  label_replace({names.NETWORK_RECEIVE_BYTES}, "direction", "rx", "", "")\n'
+             f'  or label_replace({names.NETWORK_TRANSMIT_BYTES}, "direction", "tx", "", "")\n'
+             ")\n"
+             "/ on (ceph_daemon, network, interface, nodename)\n"
+             "max by (ceph_daemon, network, interface, nodename) "
+             "(cephscope_osd_network_speed_bytes{" + cfg.exporter_job_selector + "} > 0)"
+         )},
+    ]
+    return {"groups": [{"name": "cephscope-osd-devices", "rules": rules}]}
+
+
+def rule_files(cfg: MixinConfig) -> dict[str, dict[str, Any]]:
+    """Every rule file under alerts/ and its content: all of them come from ``cfg``."""
+    return {
+        "cephscope.rules.yml": recording_rules(cfg),
+        "cephscope-alerts.rules.yml": alert_rules(cfg),
+        "opqueue.rules.yml": opqueue_rules(cfg),
+        "osd_devices.rules.yml": device_rules(cfg),
     }
 
 
@@ -210,10 +341,10 @@ def alert_rules(cfg: MixinConfig) -> dict[str, Any]:
             # latency per step is the per-step recording of the baseline run itself, found in
             # Prometheus' history through the `baseline_run` label of the runner's series.
             "expr": (
-                "(\n  cephscope_step:osd_op_latency_seconds:avg\n  / on(step) group_left()\n"
+                f"(\n  {names.STEP_OSD_OP_LATENCY_AVG}\n  / on(step) group_left()\n"
                 "  max by (step) (\n"
                 "    label_replace(\n"
-                "      avg_over_time(cephscope_step:osd_op_latency_seconds:avg"
+                f"      avg_over_time({names.STEP_OSD_OP_LATENCY_AVG}"
                 f"[{cfg.baseline_lookback}]),\n"
                 '      "baseline_run", "$1", "run", "(.*)"\n'
                 "    )\n"
@@ -249,7 +380,7 @@ def alert_rules(cfg: MixinConfig) -> dict[str, Any]:
         },
         {
             "alert": "CephscopeOSDSlowOps",
-            "expr": f"ceph_daemon:cephscope_osd_op_latency_seconds:p99 > {cfg.slow_op_p99_seconds}",
+            "expr": f"{names.OSD_OP_LATENCY_P99} > {cfg.slow_op_p99_seconds}",
             "for": cfg.slow_ops_for,
             "labels": {"severity": "warning"},
             "annotations": _annotations(
@@ -303,7 +434,7 @@ def alert_rules(cfg: MixinConfig) -> dict[str, Any]:
         },
         {
             "alert": "CephscopeDiskSaturated",
-            "expr": f"ceph_daemon_device:node_disk_io_util:rate1m > {cfg.disk_saturation_util}",
+            "expr": f"{names.DEVICE_UTIL} > {cfg.disk_saturation_util}",
             "for": cfg.disk_saturation_for,
             "labels": {"severity": "warning"},
             "annotations": _annotations(

@@ -19,7 +19,7 @@ The dump takes each shard's lock, so it is rate-limited per daemon by
 ``--collector.opqueue.min-interval``: between dumps the cached values are served again
 (dropped when the OSD's pid changes, so a restart with another ``osd_op_num_shards`` shows
 at once). Queue wait per op type is not here: it is the recording rule
-``ceph_daemon:cephscope_osd_op_queue_wait_seconds:avg_rate1m`` (alerts/opqueue.rules.yml),
+``ceph_daemon:cephscope_osd_op_queue_wait_seconds:avg_rate`` (alerts/opqueue.rules.yml),
 op latency minus op process latency from the perf counters.
 """
 

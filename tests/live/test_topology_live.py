@@ -77,11 +77,11 @@ def test_recording_rules_see_each_osd_write_during_rados_bench(
         deadline = time.monotonic() + 60
         while True:
             iops = by_daemon(stack.query(
-                'ceph_daemon_device:node_disk_writes_completed:rate1m{role="data"}'))
+                'ceph_daemon_device:node_disk_writes_completed:rate{role="data"}'))
             awaits = by_daemon(stack.query(
-                'ceph_daemon_device:node_disk_write_await_seconds:rate1m{role="data"}'))
+                'ceph_daemon_device:node_disk_write_await_seconds:rate{role="data"}'))
             tx = by_daemon(stack.query(
-                'ceph_daemon_network:node_network_transmit_bytes:rate1m{network="public"}'))
+                'ceph_daemon_network:node_network_transmit_bytes:rate{network="public"}'))
             if (set(iops) == expected and all(float(s["value"][1]) > 0 for s in iops.values())
                     and set(awaits) == expected and set(tx) == expected):
                 break
@@ -98,7 +98,7 @@ def test_recording_rules_see_each_osd_write_during_rados_bench(
     # the other rules of the file produce a finite figure per OSD too
     for rule in ("node_disk_io_util", "node_disk_queue_size", "node_disk_written_bytes",
                  "node_disk_read_await_seconds"):
-        got = by_daemon(stack.query(f'ceph_daemon_device:{rule}:rate1m{{role="data"}}'))
+        got = by_daemon(stack.query(f'ceph_daemon_device:{rule}:rate{{role="data"}}'))
         assert set(got) == expected, rule
         assert all(math.isfinite(float(s["value"][1])) for s in got.values()), (rule, got)
 

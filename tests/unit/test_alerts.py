@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from cephscope.dashboards import rules
+from cephscope.dashboards import rule_names, rules
 from cephscope.dashboards.config import DEFAULT_CONFIG
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,8 +91,45 @@ def test_the_generated_rule_files_are_under_test() -> None:
         for path in TEST_FILES
         for name in yaml.safe_load(path.read_text())["rule_files"]
     }
-    assert (ALERTS / "cephscope.rules.yml").resolve() in loaded
-    assert (ALERTS / "cephscope-alerts.rules.yml").resolve() in loaded
+    assert {path.resolve() for path in RULE_FILES} <= loaded
+
+
+def test_every_rule_file_is_generated_from_the_config() -> None:
+    generated = rules.rule_files(DEFAULT_CONFIG)
+    assert {path.name for path in RULE_FILES} == set(generated)
+    for name, data in generated.items():
+        assert yaml.safe_load((ALERTS / name).read_text()) == data, f"{name} is stale"
+
+
+def _exprs(data: dict[str, Any]) -> str:
+    return "\n".join(r["expr"] for g in data["groups"] for r in g["rules"])
+
+
+def test_rule_windows_come_from_the_config() -> None:
+    window = f"[{DEFAULT_CONFIG.rate_window}]"
+    for name, data in rules.rule_files(DEFAULT_CONFIG).items():
+        windows = set(re.findall(r"\[(\d+[smhd])\]", _exprs(data)))
+        assert windows <= {DEFAULT_CONFIG.rate_window, DEFAULT_CONFIG.baseline_lookback}, name
+    assert window in (ALERTS / "opqueue.rules.yml").read_text()
+    assert window in (ALERTS / "osd_devices.rules.yml").read_text()
+    other = type(DEFAULT_CONFIG)(rate_window="2m", node_job_selector='job="nodes"')
+    for name in ("opqueue.rules.yml", "osd_devices.rules.yml"):
+        text = _exprs(rules.rule_files(other)[name])
+        assert "[2m]" in text and "[30s]" not in text, name
+    assert 'job="nodes"' in _exprs(rules.rule_files(other)["osd_devices.rules.yml"])
+
+
+def test_recorded_names_are_the_constants_the_dashboards_use() -> None:
+    constants = {v for k, v in vars(rule_names).items() if k.isupper()}
+    recorded = {r["record"] for data in rules.rule_files(DEFAULT_CONFIG).values()
+                for g in data["groups"] for r in g["rules"] if "record" in r}
+    assert recorded == constants
+    dashboards = " ".join(p.read_text() for p in (REPO / "dashboards" / "json").glob("*.json"))
+    used = set(re.findall(r"\b(?:ceph_daemon\w*|cephscope_step):\w+(?::\w+)?", dashboards))
+    assert used and used <= recorded, sorted(used - recorded)
+    # and the dashboards module names them through the constants, not by string literal
+    source = (REPO / "dashboards" / "definitions.py").read_text()
+    assert not [name for name in recorded if f'"{name}' in source or f"'{name}" in source]
 
 
 def test_every_alert_has_severity_summary_description_and_runbook() -> None:
@@ -103,7 +140,7 @@ def test_every_alert_has_severity_summary_description_and_runbook() -> None:
         annotations = rule["annotations"]
         assert annotations["summary"].strip() and annotations["description"].strip(), name
         url, _, anchor = annotations["runbook_url"].partition("#")
-        assert url.endswith("docs/alerts.md"), name
+        assert url == DEFAULT_CONFIG.runbook_base_url == "docs/alerts.md", name
         assert anchor in anchors, f"{name}: no section '## ...' for #{anchor} in docs/alerts.md"
 
 
@@ -120,6 +157,10 @@ def test_thresholds_come_from_the_config() -> None:
         "CephscopeStepLatencyRegression"
     ]["expr"]
     assert "> 2.5" in expr
+    elsewhere = type(DEFAULT_CONFIG)(runbook_base_url="https://example.org/runbooks/alerts.md")
+    urls = {r["annotations"]["runbook_url"]
+            for r in rules.alert_rules(elsewhere)["groups"][0]["rules"]}
+    assert "https://example.org/runbooks/alerts.md#cephscopedaemondown" in urls
 
 
 def test_amtool_check_config() -> None:
