@@ -139,6 +139,25 @@ class DeviceResolver:
 
     # -- path handling ----------------------------------------------------------------------
 
+    def queue_devices(self, name: str) -> list[str]:
+        """The devices whose request queue serves I/O on `name` (read-ahead, scheduler, …):
+        a partition's disk, a device-mapper device's underlying devices (recursively), and
+        anything else itself — a loop device too (its backing file's disk has its own queue)."""
+        return self._queue_devices(name, 0)
+
+    def _queue_devices(self, name: str, depth: int) -> list[str]:
+        disk = self._whole_disk(name)
+        try:
+            slaves = sorted(os.listdir(os.path.join(self.sys_root, "block", disk, "slaves")))
+        except OSError:
+            slaves = []
+        if not slaves or depth > 16:
+            return [disk]
+        found: list[str] = []
+        for slave in slaves:
+            found += [d for d in self._queue_devices(slave, depth + 1) if d not in found]
+        return found
+
     def map_path(self, path: str) -> str:
         """Map an absolute host path into the configured roots."""
         for real, root in (("/dev", self.dev_root), ("/sys", self.sys_root), ("/run", self.run_root)):

@@ -7,6 +7,7 @@ Layout:
       spec.yaml                the spec file as given
       spec.resolved.json       the spec as the runner understood it
       pre_sweep_config.json    config db + running values of touched options before the sweep
+      pre_sweep_knobs.json     host knob values (read-ahead, queue, sysctl) before the sweep
       state.json               pools the run created (so a resumed run can remove them)
       step-<id>/               one per step (name from the deterministic step id)
         params.json            step params
@@ -208,6 +209,13 @@ class RunDir:
 
     def write_pre_sweep_config(self, snapshot: Mapping[str, Any]) -> None:
         atomic_write_json(self.path / "pre_sweep_config.json", dict(snapshot))
+
+    def write_pre_sweep_knobs(self, snapshot: list[dict[str, Any]]) -> None:
+        atomic_write_json(self.path / "pre_sweep_knobs.json", list(snapshot))
+
+    def read_pre_sweep_knobs(self) -> list[dict[str, Any]] | None:
+        path = self.path / "pre_sweep_knobs.json"
+        return read_json(path) if path.exists() else None
 
     def read_pre_sweep_config(self) -> dict[str, Any] | None:
         try:

@@ -19,6 +19,7 @@ before any change. Every error names the key path, the value and the line in the
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ from cephscope.runner.search.settings import AdaptiveIterations, parse_iteration
 CBT_CLUSTER_KEYS_IGNORED = frozenset(
     {
         "user", "head", "clients", "osds", "mons", "mgrs", "mdss", "rgws", "osds_per_node",
-        "fs", "mkfs_opts", "mount_opts", "osd_ra", "rebuild_every_test", "tmp_dir", "archive_dir",
+        "fs", "mkfs_opts", "mount_opts", "rebuild_every_test", "tmp_dir", "archive_dir",
         "tmp_conf", "ceph_keyring", "ceph-osd_cmd", "ceph-mon_cmd", "ceph-run_cmd",
         "ceph-rgw_cmd", "ceph-mgr_cmd", "ceph-mds_cmd", "ceph-authtool_cmd", "rados_cmd",
         "ceph_cmd", "rbd_cmd", "ceph-fuse_cmd", "pdsh_ssh_args", "osd_valgrind",
@@ -49,19 +50,20 @@ CBT_CLUSTER_KEYS_IGNORED = frozenset(
 )
 # `cluster:` keys cephscope acts on.
 CLUSTER_KEYS_USED = frozenset(
-    {"use_existing", "iterations", "pool_profiles", "erasure_profiles", "conf_file", "clusterid"}
+    {"use_existing", "iterations", "pool_profiles", "erasure_profiles", "conf_file", "clusterid",
+     "osd_ra"}
 )
 # Top-level keys.
 TOP_KEYS = frozenset(
     {"cluster", "benchmarks", "pool_profiles", "erasure_profiles", "iterations", "ceph_config",
-     "restart", "name", "description", "search"}
+     "restart", "name", "description", "search", "osd_ra", "block_queue", "sysctl"}
 )
 TOP_KEYS_CBT_IGNORED = frozenset({"monitoring_profiles", "client_endpoints"})
 
 # Benchmark parameters CBT knows but cephscope does not act on (warned, then dropped).
 CBT_BENCHMARK_KEYS_IGNORED = frozenset(
     {
-        "cmd_path", "use_existing", "osd_ra", "valgrind", "pool_per_proc", "prefill_time",
+        "cmd_path", "use_existing", "valgrind", "pool_per_proc", "prefill_time",
         "prefill_objects", "max_objects", "write_time", "read_time", "vol_object_size",
         "client_ra", "log_avg_msec", "log_iops", "log_bw", "log_lat", "fio_out_format",
         "ramp", "norandommap", "random_distribution", "procs_per_volume", "volumes_per_client",
@@ -103,6 +105,8 @@ RESTART_METHODS = ("devcluster", "systemd", "cephadm", "command")
 SHELL_METACHARACTERS = frozenset(";&|$`<>(){}\\\n\r'\"*?!")
 
 SCALAR_TYPES = (bool, int, float, str)
+QUEUE_ATTRIBUTE = re.compile(r"^(iosched/)?[a-z0-9_]+$")
+SYSCTL_NAME = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_-]+)+$")
 
 
 class SpecError(ValueError):
@@ -158,6 +162,11 @@ class Spec:
     # `iterations: {min, max, ci}` and the `search:` section (cephscope.runner.search.settings)
     adaptive: Any = None
     search: Any = None
+    # host knobs (cephscope.runner.knobs), flat: `osd_ra`, `block_queue.<attr>`,
+    # `sysctl.<key>` -> value or axis list; per benchmark where CBT puts `osd_ra`
+    knobs: dict[str, Any] = field(default_factory=dict)
+    benchmark_knobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    sysctl_on: dict[str, str] = field(default_factory=dict)  # `sysctl.<key>` -> osds|clients|all
 
     def line_of(self, path: tuple[Any, ...]) -> int | None:
         # Fall back to the closest enclosing key that has a line.
@@ -176,6 +185,9 @@ class Spec:
         return {
             "iterations": self.iterations,
             "ceph_config": self.ceph_config,
+            **({"knobs": self.knobs} if self.knobs else {}),
+            **({"benchmark_knobs": self.benchmark_knobs} if self.benchmark_knobs else {}),
+            **({"sysctl_on": self.sysctl_on} if self.sysctl_on else {}),
             "benchmarks": self.benchmarks,
             "pool_profiles": {n: p.to_dict() for n, p in self.pool_profiles.items()},
             "restart": {
@@ -455,6 +467,8 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
         if values is not None:
             spec.ceph_config[option.replace("-", "_")] = value
 
+    _host_knobs(c, spec, data, cluster)
+
     # restart
     rs = c.mapping(("restart",), data.get("restart"))
     spec.restart = _restart(c, rs)
@@ -493,6 +507,9 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
             elif key in accepted:
                 if c.axis_values(pk, value, tuple(accepted[key])) is not None:
                     kept[key] = value
+            elif key == "osd_ra":  # CBT sets read-ahead per benchmark
+                if c.axis_values(pk, value, (int,)) is not None:
+                    spec.benchmark_knobs.setdefault(bname, {})["osd_ra"] = value
             elif key in CBT_BENCHMARK_KEYS_IGNORED:
                 c.warn(pk, f"CBT {bname} parameter cephscope does not act on; ignored")
             else:
@@ -594,6 +611,45 @@ def _pool_profile(c: _Checker, kp: tuple[Any, ...], name: str, pp: Any,
     if len(c.problems) > before or size is None or pg_num is None:
         return None
     return PoolProfile(name=name, replication=size, pg_num=pg_num)
+
+
+def _host_knobs(c: _Checker, spec: Spec, data: dict[str, Any], cluster: dict[str, Any]) -> None:
+    """`osd_ra` (top level or CBT's cluster.osd_ra), `block_queue`, `sysctl` -> spec.knobs."""
+    for kp, container in ((("osd_ra",), data), (("cluster", "osd_ra"), cluster)):
+        if "osd_ra" in container and c.axis_values(kp, container["osd_ra"], (int,)) is not None:
+            spec.knobs["osd_ra"] = container["osd_ra"]
+    bq = c.mapping(("block_queue",), data.get("block_queue"))
+    for attr, value in bq.items():
+        kp = ("block_queue", attr)
+        if not isinstance(attr, str) or not QUEUE_ATTRIBUTE.match(attr):
+            c.error(kp, attr, "not a queue attribute (e.g. scheduler, nr_requests, "
+                              "iosched/read_expire)")
+        elif c.axis_values(kp, value, (int, str)) is not None:
+            spec.knobs[f"block_queue.{attr}"] = value
+    sc = c.mapping(("sysctl",), data.get("sysctl"))
+    for key, value in sc.items():
+        kp = ("sysctl", key)
+        if not isinstance(key, str) or not SYSCTL_NAME.match(key):
+            c.error(kp, key, "not a sysctl name (e.g. vm.swappiness)")
+            continue
+        on = "osds"
+        if isinstance(value, dict):
+            # YAML 1.1 reads a bare `on:` key as the boolean true
+            value = {("on" if k is True else k): v for k, v in value.items()}
+            for k in value:
+                if k not in ("value", "on"):
+                    c.error((*kp, k), value[k], "unknown key (value, on)")
+            on = value.get("on", "osds")
+            if on not in ("osds", "clients", "all"):
+                c.error((*kp, "on"), on, "must be osds, clients or all")
+            if "value" not in value:
+                c.error(kp, value, "missing value")
+                continue
+            kp, value = (*kp, "value"), value["value"]
+        if c.axis_values(kp, value, (int, str)) is not None:
+            spec.knobs[f"sysctl.{key}"] = value
+            if on != "osds":
+                spec.sysctl_on[f"sysctl.{key}"] = on
 
 
 def _restart(c: _Checker, rs: dict[str, Any]) -> RestartSpec:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -28,8 +29,10 @@ class Step:
     pool_profile: str | None
     ceph_config: Mapping[str, Any]  # option -> value applied for this step
     # axis name -> value, only for what varies in the sweep:
-    # "ceph_config.<option>", "<benchmark>.<param>", "pool_profile"
+    # "ceph_config.<option>", "<benchmark>.<param>", "pool_profile", and host knobs
     axes: Mapping[str, Any] = field(default_factory=dict)
+    # host knobs of this step: "osd_ra", "block_queue.<attr>", "sysctl.<key>" -> value
+    knobs: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def dir_name(self) -> str:
@@ -44,13 +47,15 @@ class Step:
             "pool_profile": self.pool_profile,
             "ceph_config": dict(self.ceph_config),
             "axes": dict(self.axes),
+            **({"knobs": dict(self.knobs)} if self.knobs else {}),
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Step:
         return cls(id=d["id"], benchmark=d["benchmark"], iteration=int(d["iteration"]),
                    params=dict(d["params"]), pool_profile=d.get("pool_profile"),
-                   ceph_config=dict(d["ceph_config"]), axes=dict(d.get("axes", {})))
+                   ceph_config=dict(d["ceph_config"]), axes=dict(d.get("axes", {})),
+                   knobs=dict(d.get("knobs", {})))
 
     def short_params(self) -> str:
         """Human-readable list of this step's axis values."""
@@ -65,9 +70,11 @@ def format_value(value: Any) -> str:
 
 
 def step_id(benchmark: str, params: Mapping[str, Any], pool_profile: Mapping[str, Any] | None,
-            ceph_config: Mapping[str, Any], iteration: int) -> str:
+            ceph_config: Mapping[str, Any], iteration: int,
+            knobs: Mapping[str, Any] | None = None) -> str:
     """Short hash of the canonical step parameters; the same params give the same id in any run
-    (the baseline comparison and the regression alert rely on that)."""
+    (the baseline comparison and the regression alert rely on that). Host knobs count only
+    when a step has some, so steps without them keep the ids they always had."""
     canonical = json.dumps(
         {
             "benchmark": benchmark,
@@ -75,6 +82,7 @@ def step_id(benchmark: str, params: Mapping[str, Any], pool_profile: Mapping[str
             "pool_profile": dict(pool_profile) if pool_profile else None,
             "ceph_config": dict(ceph_config),
             "iteration": iteration,
+            **({"knobs": dict(knobs)} if knobs else {}),
         },
         sort_keys=True,
         separators=(",", ":"),
@@ -94,20 +102,23 @@ def generate_steps(spec: Spec) -> list[Step]:
     for iteration in range(spec.iterations):
         for bname, bparams in spec.benchmarks.items():
             param_axes = [k for k, v in bparams.items() if isinstance(v, list)]
-            for cfg in config_combos:
+            knob_section = {**spec.knobs, **spec.benchmark_knobs.get(bname, {})}
+            knob_axes = [k for k, v in knob_section.items() if isinstance(v, list)]
+            for cfg, knobs in itertools.product(config_combos, axes_product(knob_section)):
                 for combo in axes_product(bparams):
                     pool = combo.pop("pool_profile", None)
                     profile = spec.pool_profiles[pool].to_dict() if pool else None
                     axes: dict[str, Any] = {f"ceph_config.{k}": cfg[k] for k in config_axes}
+                    axes.update({k: knobs[k] for k in knob_axes})
                     for k in param_axes:
                         if k == "pool_profile":
                             axes["pool_profile"] = pool
                         else:
                             axes[f"{bname}.{k}"] = combo[k]
-                    sid = step_id(bname, combo, profile, cfg, iteration)
+                    sid = step_id(bname, combo, profile, cfg, iteration, knobs)
                     steps.append(Step(id=sid, benchmark=bname, iteration=iteration,
                                       params=combo, pool_profile=pool, ceph_config=cfg,
-                                      axes=axes))
+                                      axes=axes, knobs=knobs))
     seen: set[str] = set()
     unique = []
     for s in steps:  # identical steps (e.g. a value repeated across benchmarks) run once
@@ -158,6 +169,8 @@ def count_restarts(steps: list[Step], restart_options: Iterable[str],
     return restarts
 
 
+# axis prefixes that are settings, not benchmark parameters
+KNOB_SECTIONS = frozenset({"ceph_config", "osd_ra", "block_queue", "sysctl"})
 _LABEL_BAD = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -167,7 +180,8 @@ def label_for_axis(axis: str) -> str:
     `ceph_config.osd_op_num_shards` -> `osd_op_num_shards`, `radosbench.op_size` -> `op_size`,
     `pool_profile` -> `pool_profile`. Names clashing with the runner's own labels get `param_`.
     """
-    name = _LABEL_BAD.sub("_", axis.rsplit(".", 1)[-1])
+    # a sysctl's last component alone (`swappiness`) would not say which one it is
+    name = _LABEL_BAD.sub("_", axis if axis.startswith("sysctl.") else axis.rsplit(".", 1)[-1])
     if not name or name[0].isdigit():
         name = f"param_{name}"
     if name in RESERVED_LABELS or name.startswith("__"):
@@ -185,7 +199,7 @@ def axis_labels(steps: Iterable[Step]) -> dict[str, str]:
     labels: dict[str, str] = {}
     used: dict[str, str] = {}  # label -> kind of the axis that took it
     for a in axes:
-        kind = "ceph_config" if a.startswith("ceph_config.") else "benchmark"
+        kind = a.split(".", 1)[0] if a.split(".", 1)[0] in KNOB_SECTIONS else "benchmark"
         label = label_for_axis(a)
         # Two benchmarks' op_size share a label (same meaning); a ceph option named like a
         # benchmark parameter does not: it keeps its section as a prefix.

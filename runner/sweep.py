@@ -33,7 +33,9 @@ from cephscope.runner.benchmarks.base import (
     LiveSample,
 )
 from cephscope.runner.cephclient import CephCli, CephError, CephTarget
+from cephscope.runner.knobs.base import KnobError
 from cephscope.runner.knobs.ceph_config import ConfigManager, ConfigSnapshot
+from cephscope.runner.knobs.host import HostKnobs
 from cephscope.runner.phase_metrics import MetricsServer, PhaseMetrics
 from cephscope.runner.pools import PoolManager
 from cephscope.runner.restart import make_restart_method
@@ -135,6 +137,8 @@ class Sweep:
         self.benchmarks = benchmarks if benchmarks is not None else benchmark_registry()
         self.target: CephTarget | None = None
         self.cli: CephCli | None = None
+        self.host_knobs: HostKnobs | None = None
+        self.knob_snapshot: list[dict[str, Any]] | None = None
         self.config: ConfigManager | None = None
         self.run_dir: RunDir | None = None
         self.snapshot: ConfigSnapshot | None = None
@@ -187,6 +191,7 @@ class Sweep:
         rolling = spec.restart.rolling if o.rolling is None else o.rolling
         self.config = ConfigManager(self.cli, restart, target.osd_asok, rolling=rolling,
                                     timeout_seconds=spec.restart.timeout_seconds, log=self.log)
+        self.host_knobs = HostKnobs(self.cli, target.host_for, spec.sysctl_on)
 
     def plan(self, spec: Spec, steps: list[Step] | None = None, *,
              cluster_optional: bool = False) -> Plan:
@@ -204,6 +209,7 @@ class Sweep:
                     f"{spec.where(('ceph_config', o))}: ceph_config.{o}: "
                     f"{spec.ceph_config[o]!r}: unknown ceph option (`ceph config help {o}` "
                     f"does not know it)" for o in unknown])
+            self._validate_host_knobs(spec)
             restart_options = {o for o in options if self.config.needs_restart(o)}
             if restart_options:
                 running = self.config.running_values(sorted(restart_options))
@@ -224,6 +230,16 @@ class Sweep:
             for s in steps)
         estimated = bench_seconds + restarts * RESTART_ESTIMATE_SECONDS
         return Plan(spec, steps, restart_options, current, estimated, restarts, notes)
+
+    def _validate_host_knobs(self, spec: Spec) -> None:
+        """Every value of every host knob checked on every host and device (reads only)."""
+        values = knob_values(spec)
+        if not values or self.host_knobs is None:
+            return
+        problems = self.host_knobs.validate(values)
+        if problems:
+            raise SpecError([f"{spec.where(knob_key_path(p.split(':', 1)[0]))}: {p}"
+                             for p in problems])
 
     # ---- dry run -------------------------------------------------------------------------------
 
@@ -309,6 +325,11 @@ class Sweep:
                 elif spec.ceph_config:
                     self.snapshot = self.config.snapshot(spec.ceph_config)
                     rd.write_pre_sweep_config(self.snapshot.to_dict())
+                self.knob_snapshot = rd.read_pre_sweep_knobs()
+                if self.knob_snapshot is None and knob_values(spec):
+                    assert self.host_knobs is not None
+                    self.knob_snapshot = self.host_knobs.snapshot(knob_values(spec))
+                    rd.write_pre_sweep_knobs(self.knob_snapshot)
                 state = rd.read_state()
                 self.pools = PoolManager(
                     self.cli, log=self.log,
@@ -345,6 +366,12 @@ class Sweep:
             problems += self.config.restore(self.snapshot)
             if not problems:
                 self.log("restored the pre-sweep ceph config")
+        if self.touched_cluster and self.knob_snapshot and self.host_knobs is not None:
+            knob_problems = self.host_knobs.restore(self.knob_snapshot)
+            if not knob_problems:
+                self.log("restored the pre-sweep host settings "
+                         f"({', '.join(sorted({e['setting'] for e in self.knob_snapshot}))})")
+            problems += knob_problems
         if self.touched_cluster and self.pools is not None and not self.opts.keep_pools:
             problems += self.pools.remove_created()
         for p in problems:
@@ -448,6 +475,9 @@ class Sweep:
             pool = self._pool_for(spec, step)
             ts["config_start"] = time.time()
             report = self.config.apply(step.ceph_config)
+            if step.knobs:
+                assert self.host_knobs is not None
+                ts["knobs"] = self.host_knobs.apply(step.knobs)
             ts["config_applied"] = time.time()
             ts["config"] = report.to_dict()
             cls = self.benchmarks[step.benchmark]
@@ -481,7 +511,7 @@ class Sweep:
             self._annotate(step, ts)
             rd.finish_step(step, results, ts, report.verified)
             return None
-        except (CephError, BenchmarkError, OSError, ValueError, KeyError) as exc:
+        except (CephError, KnobError, BenchmarkError, OSError, ValueError, KeyError) as exc:
             if "started" in ts and "ended" not in ts:
                 ts["ended"] = time.time()
                 self.metrics.end_step(ts["ended"])
@@ -547,6 +577,23 @@ class Sweep:
 def _searches(spec: Spec) -> bool:
     """Steps decided as the run goes (adaptive repetition or a search), not a fixed list."""
     return spec.search is not None or spec.adaptive is not None
+
+
+def knob_values(spec: Spec) -> dict[str, list[Any]]:
+    """Host knob setting -> every value the sweep may set (spec-wide and per benchmark)."""
+    values: dict[str, list[Any]] = {}
+    for section in (spec.knobs, *spec.benchmark_knobs.values()):
+        for setting, value in section.items():
+            for v in value if isinstance(value, list) else [value]:
+                if v not in values.setdefault(setting, []):
+                    values[setting].append(v)
+    return values
+
+
+def knob_key_path(setting: str) -> tuple[str, ...]:
+    """Where a host knob setting is in the spec (for the line of an error)."""
+    kind, _, key = setting.partition(".")
+    return (kind, key) if key else (kind,)
 
 
 def rd_run_id(path: Path | None) -> str | None:

@@ -105,9 +105,10 @@ def step_for(plan: LivePlan, candidate: Candidate, seconds: int, repetition: int
     params["time"] = seconds + plan.settings.warmup
     # the same id a grid step of these params has (baselines and alerts join on it)
     sid = step_id(t.benchmark, params, plan.profiles.get(t.pool_profile or ""), t.ceph_config,
-                  repetition)
+                  repetition, t.knobs)
     return Step(id=sid, benchmark=t.benchmark, iteration=repetition, params=params,
-                pool_profile=t.pool_profile, ceph_config=dict(t.ceph_config), axes=dict(t.axes))
+                pool_profile=t.pool_profile, ceph_config=dict(t.ceph_config), axes=dict(t.axes),
+                knobs=dict(t.knobs))
 
 
 def expected(plan: LivePlan) -> list[str]:

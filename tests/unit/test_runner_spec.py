@@ -163,9 +163,11 @@ def test_cbt_file_accepted_with_one_warning_per_ignored_key():
         assert sum(f"cluster.{key}:" in w for w in spec.warnings) == 1, key
     assert any("cluster.use_existing" in w and "using the cluster you are pointed at" in w
                for w in spec.warnings)
-    assert any("benchmarks.radosbench.osd_ra" in w for w in spec.warnings)
+    # CBT's per-benchmark read-ahead is a host knob now, not a warning
+    assert not any("osd_ra" in w for w in spec.warnings)
     assert "osd_ra" not in spec.benchmarks["radosbench"]
-    assert len(spec.warnings) == len(ignored) + 2
+    assert spec.benchmark_knobs == {"radosbench": {"osd_ra": [4096]}}
+    assert len(spec.warnings) == len(ignored) + 1
 
 
 def test_pool_profile_reference_must_exist():
