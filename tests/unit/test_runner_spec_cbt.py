@@ -53,8 +53,11 @@ def test_librbdfio_examples_honour_or_warn_every_key() -> None:
     assert fio["volumes_per_client"] == [2] and fio["iodepth"] == [32]
     assert fio["rbdname"] == "img01" and fio["use_existing_volumes"] is True
     warned = "\n".join(spec.warnings)
-    for key in ("osd_ra", "log_avg_msec", "log_iops", "cluster.ceph-osd_cmd"):
+    for key in ("log_avg_msec", "log_iops", "cluster.ceph-osd_cmd"):
         assert key in warned, key
+    # CBT's read-ahead is acted on: a host knob of every librbdfio step
+    assert "osd_ra" not in warned
+    assert "osd_ra" in spec.benchmark_knobs["librbdfio"]
     spec = _load("rbd_fio_test.yaml")
     fio = spec.benchmarks["librbdfio"]
     # CBT's prefill mapping (its fio job options) means: prefill
