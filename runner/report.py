@@ -18,6 +18,7 @@ from typing import Any
 from cephscope.runner.benchmarks import BENCHMARKS
 from cephscope.runner.report_plots import plot_axes, plot_cores, plot_heatmaps, plot_thread_groups
 from cephscope.runner.results import RunDir, atomic_write_json, atomic_write_text
+from cephscope.runner.search.analysis import report_lines
 from cephscope.runner.stats import summarize
 from cephscope.runner.step_system import (
     OsdTopology,
@@ -406,6 +407,10 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
     md += ["## Steps", "", markdown_table(content.header, content.body), ""]
     if content.stats:
         md += ["## Statistics over iterations", "", markdown_table(*content.stats), ""]
+    rec_lines, front_plots = report_lines(run_dir, run_dir / PLOT_DIR if plots else None)
+    plot_paths += front_plots
+    if rec_lines:
+        md += ["## Recommendation", "", "```", *rec_lines, "```", ""]
     if plot_paths:
         md += ["## Plots", ""]
         md += [f"![{p.stem}]({PLOT_DIR}/{p.name})" for p in plot_paths]
@@ -432,6 +437,8 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
          "<h2>Steps</h2>", _html_table(content.header, content.body)]
     if content.stats:
         h += ["<h2>Statistics over iterations</h2>", _html_table(*content.stats)]
+    if rec_lines:
+        h += ["<h2>Recommendation</h2>", f"<pre>{html.escape(chr(10).join(rec_lines))}</pre>"]
     if plot_paths:
         h.append("<h2>Plots</h2>")
         h += [f"<p><img alt='{html.escape(p.stem)}' src='{_png_data_uri(p)}'></p>"

@@ -294,8 +294,14 @@ class Sweep:
                 [] if _searches(spec) else plan.steps,
                 meta={"restart_options": sorted(plan.restart_options),
                       "estimated_seconds": plan.estimated_seconds})
-            self.log(f"run {run_id}: {len(plan.steps)} steps, {plan.restarts} OSD restart(s), "
-                     f"estimated {format_duration(plan.estimated_seconds)}; results in {path}")
+            if _searches(spec):
+                self.log(f"run {run_id}: results in {path}")
+                for line in live_search.expected(self._search_plan(spec, plan)):
+                    self.log(line)
+            else:
+                self.log(f"run {run_id}: {len(plan.steps)} steps, {plan.restarts} OSD "
+                         f"restart(s), estimated {format_duration(plan.estimated_seconds)}; "
+                         f"results in {path}")
         return self._execute(spec, plan, run_id)
 
     def _execute(self, spec: Spec, plan: Plan, run_id: str) -> int:

@@ -310,3 +310,28 @@ def plot_front(front: Front, path: Path) -> Path:
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def report_lines(run_dir: Path, plot_dir: Path | None = None) -> tuple[list[str], list[Path]]:
+    """The report's recommendation section (and the Pareto plot, with two objectives or more);
+    empty when the run cannot say anything (no finished full-length step)."""
+    from cephscope.runner.results import RunDir
+    from cephscope.runner.search.live import format_outcome, load_outcome
+
+    try:
+        data = load_run(run_dir)
+    except AnalysisError:
+        return [], []
+    lines: list[str] = []
+    outcome = load_outcome(RunDir(run_dir))
+    if outcome is not None:
+        lines += format_outcome(outcome)
+    lines += format_recommendation(recommend(data), data)
+    plots: list[Path] = []
+    if len(data.objectives) >= 2:
+        front = front_of(data)
+        lines += format_front(front)
+        if plot_dir is not None:
+            plot_dir.mkdir(parents=True, exist_ok=True)
+            plots.append(plot_front(front, plot_dir / "pareto-front.png"))
+    return lines, plots

@@ -182,3 +182,85 @@ def test_recommend_says_no_significant_difference(tmp_path: Path) -> None:
     rec = recommend(data)
     assert dict(rec.best)["ceph_config.osd_op_num_shards"] == 4
     assert rec.significant is False and rec.improvement_ci[0] < 0 < rec.improvement_ci[1]
+
+
+class Killed(Exception):
+    pass
+
+
+@pytest.mark.parametrize("method", ["halving", "bayes"])
+def test_live_search_resumes_with_same_decisions(tmp_path: Path, method: str) -> None:
+    """Kill after 3 steps, resume: the done steps answer from the results dir, the asks that
+    follow are those of an uninterrupted search (bayes: Optuna's sampler included)."""
+    import random
+
+    from cephscope.runner.results import RunDir
+    from cephscope.runner.search.live import make_plan, run_live_search
+    from cephscope.runner.steps import generate_steps
+
+    path = tmp_path / "s.yaml"
+    path.write_text("iterations: 3\n"
+                    "ceph_config: {osd_op_num_shards: [1, 2, 4], "
+                    "osd_op_num_threads_per_shard: [1, 2]}\n"
+                    "benchmarks: {radosbench: {time: 6, write_only: true}}\n"
+                    f"search: {{method: {method}, budget: {{fraction: 0.5}}, seed: 3}}\n")
+    spec = load_spec(path)
+    plan = make_plan(generate_steps(spec), {"osd_op_num_shards"}, spec.search,
+                     spec.iterations, spec.adaptive)
+
+    def run_dir(name: str) -> RunDir:
+        rd = RunDir.create(tmp_path / name, name, path, path.read_text(), {}, [])
+        return rd
+
+    def runner(rd: RunDir, ran: list[str], kill_after: int | None):  # type: ignore[no-untyped-def]
+        def run_step(step):  # type: ignore[no-untyped-def]
+            if kill_after is not None and len(ran) == kill_after:
+                raise Killed
+            ran.append(step.id)
+            rd.begin_step(step)
+            rng = random.Random(step.id)  # the "cluster" answers the same for the same step
+            iops = 1000 * step.ceph_config["osd_op_num_shards"] * (1 + rng.gauss(0, 0.05))
+            rd.finish_step(step, [{"mode": "write", "iops": iops}], {}, {})
+            return None
+        return run_step
+
+    whole_ran: list[str] = []
+    whole = run_dir("whole")
+    run_live_search(whole, plan, runner(whole, whole_ran, None), None, lambda m: None)
+
+    killed = run_dir("killed")
+    first: list[str] = []
+    with pytest.raises(Killed):
+        run_live_search(killed, plan, runner(killed, first, 3), None, lambda m: None)
+    second: list[str] = []
+    run_live_search(killed, plan, runner(killed, second, None), None, lambda m: None)
+    assert first == whole_ran[:3]
+    assert second == whole_ran[3:]  # nothing redone, same decisions after the kill
+    assert [s.id for s in killed.steps()] == [s.id for s in whole.steps()]
+    out = json.loads((killed.path / "search.json").read_text())
+    assert out["chosen"]["ceph_config.osd_op_num_shards"] == 4
+
+
+def test_pareto_front_of_a_run_with_plot(tmp_path: Path) -> None:
+    from cephscope.runner.search.analysis import front_of, plot_front, report_lines
+
+    run = _run_dir(tmp_path, {1: [1000, 1010], 2: [1500, 1490], 4: [1400, 1390]})
+    # a second objective: latency, lower at 1 shard, higher at 4 (made up, known answer)
+    lat = {1: 0.002, 2: 0.004, 4: 0.005}
+    for d in run.glob("step-*"):
+        r = json.loads((d / "result.json").read_text())
+        shards = int(d.name.removeprefix("step-s").split("i")[0])
+        r["results"][0]["latency_avg_seconds"] = lat[shards] * (1.01 if "i1" in d.name else 1)
+        (d / "result.json").write_text(json.dumps(r))
+    (run / "spec.resolved.json").write_text(json.dumps({
+        "benchmarks": {"radosbench": {}},
+        "search_raw": {"objectives": [{"maximize": "iops"}, {"minimize": "latency_avg"}]}}))
+    data = load_run(run)
+    front = front_of(data)
+    assert [dict(c)["ceph_config.osd_op_num_shards"] for c in front.members] == [2, 1]
+    (row,) = front.significant.values()
+    assert row == [True, True]
+    png = plot_front(front, tmp_path / "front.png")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    lines, plots = report_lines(run, tmp_path / "plots")
+    assert any(line.startswith("Pareto front") for line in lines) and plots
