@@ -101,9 +101,12 @@ class ClusterState:
 
     @classmethod
     def load(cls, path: Path) -> ClusterState:
-        raw = json.loads(path.read_text())
-        osds = [OsdBacking(**o) for o in raw.pop("osds", [])]
-        return cls(**raw, osds=osds)
+        try:
+            raw = json.loads(path.read_text())
+            osds = [OsdBacking(**o) for o in raw.pop("osds", [])]
+            return cls(**raw, osds=osds)
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            raise DevClusterError(f"{path} is damaged ({exc})") from exc
 
     def save(self, path: Path) -> None:
         tmp = path.with_suffix(".tmp")
@@ -150,13 +153,15 @@ class DevCluster:
         self.num_clients = clients
         existing = self.state_dir / STATE_FILE
         if existing.exists():
-            # The state dir's own record wins over constructor defaults.
-            state = ClusterState.load(existing)
-            self.port_base = state.port_base
-            self.num_osds = state.num_osds
-            self.osd_size_gib = state.osd_size_gib
-            self.num_hosts = state.hosts
-            self.num_clients = state.clients
+            # The state dir's own record wins over constructor defaults (a damaged one is
+            # reported by the command that needs it; `down` works without it).
+            with contextlib.suppress(DevClusterError):
+                state = ClusterState.load(existing)
+                self.port_base = state.port_base
+                self.num_osds = state.num_osds
+                self.osd_size_gib = state.osd_size_gib
+                self.num_hosts = state.hosts
+                self.num_clients = state.clients
         # A multi-host cluster: OSD hosts and clients are network namespaces (deploy/hosts.py).
         self.host_plan: HostPlan | None = None
         if (self.state_dir / HOSTS_FILE).exists():
@@ -823,7 +828,10 @@ class DevCluster:
             if quiet:
                 return []
             raise DevClusterError(f"no dev cluster in {self.state_dir}")
-        state = self.load_state()
+        try:
+            state = self.load_state()
+        except DevClusterError as exc:
+            return self._down_damaged(str(exc))
         running = self.running_daemons()
         attached = [o for o in state.osds if o.loop_device]
         network = HostNetwork(self.host_plan, log=self._log) if self.host_plan else None
@@ -856,6 +864,28 @@ class DevCluster:
                          *self.asok_dir.glob("*.pid")]:
             leftover.unlink(missing_ok=True)
         return sorted(running)
+
+    def _down_damaged(self, problem: str) -> list[str]:
+        """The state file is unreadable: stop the daemons our pid files name (a pid counts only
+        when its command line holds our conf), detach loop devices backed by files in our
+        state dir, and say what could not be known."""
+        names = sorted(p.name.removesuffix(".pid") for p in self.asok_dir.rglob("*.pid"))
+        osds = [n for n in names if n.startswith("osd.")]
+        with ThreadPoolExecutor(max_workers=max(1, len(osds))) as pool:
+            stopped = [n for n, ok in zip(osds, pool.map(self._stop_daemon, osds), strict=True)
+                       if ok]
+        stopped += [n for n in names if n not in osds and self._stop_daemon(n)]
+        ours = str(self.state_dir) + os.sep
+        for backing_file in Path("/sys/block").glob("loop*/loop/backing_file"):
+            with contextlib.suppress(OSError, DevClusterError):
+                if os.path.realpath(backing_file.read_text().strip()).startswith(ours):
+                    device = f"/dev/{backing_file.parent.parent.name}"
+                    self._run_here(["losetup", "--detach", device])
+                    stopped.append(device)
+        self._log(f"devcluster: {problem}; stopped what the pid files and loop devices name "
+                  f"({', '.join(stopped) or 'nothing was running'}); host namespaces, if any, "
+                  f"are not known without the state file (ip netns list)")
+        return stopped
 
     def _detach_loop(self, backing: OsdBacking) -> None:
         device = backing.loop_device

@@ -95,6 +95,10 @@ class RunDir:
         if (path / "run.json").exists():
             raise ResultsError(f"{path} already holds a run; use --resume {path} to finish it "
                                f"or choose another --results-dir")
+        if path.is_dir() and any(path.iterdir()):
+            # e.g. a dev cluster's state dir given by mistake: never write over other files
+            raise ResultsError(f"{path} is not empty and not a cephscope run dir; choose an "
+                               f"empty or new --results-dir")
         path.mkdir(parents=True, exist_ok=True)
         rd = cls(path)
         atomic_write_text(path / "spec.yaml", spec_text)

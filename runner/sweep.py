@@ -287,7 +287,9 @@ class Sweep:
             plan = self.plan(spec)
             if _searches(spec):
                 self._search_plan(spec, plan)  # budget problems before the cluster changes
-            run_id = make_run_id(self.opts.spec_path)
+            # one name for the run and its dir: a given --results-dir names the run
+            run_id = (self.opts.results_dir.name if self.opts.results_dir is not None
+                      else make_run_id(self.opts.spec_path))
             path = self.opts.results_dir or Path("results") / run_id
             self.run_dir = RunDir.create(
                 path, run_id, self.opts.spec_path, spec_text, spec.resolved(),

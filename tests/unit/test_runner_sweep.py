@@ -12,7 +12,7 @@ import pytest
 
 from cephscope.runner.benchmarks.base import BenchContext, BenchmarkError
 from cephscope.runner.knobs.ceph_config import ConfigManager
-from cephscope.runner.results import RunDir, load_baseline
+from cephscope.runner.results import ResultsError, RunDir, load_baseline
 from cephscope.runner.sweep import Sweep, SweepOptions
 from tests.unit.runner_fakes import EchoBench, FakeCluster
 
@@ -254,3 +254,19 @@ def test_grafana_down_does_not_fail_the_sweep(tmp_path):
     rc, results = run_sweep(tmp_path, cluster, grafana_url="http://127.0.0.1:9")
     assert rc == 0
     assert all(RunDir(results).is_done(s) for s in RunDir(results).steps())
+
+
+def test_results_dir_names_the_run_and_a_foreign_dir_is_refused(tmp_path):
+    cluster = FakeCluster()
+    rc, results = run_sweep(tmp_path, cluster)
+    assert rc == 0 and RunDir(results).run_id == results.name == "run"
+    # a directory holding other files (a dev cluster's state dir, say) is never written into
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "state.json").write_text('{"fsid": "x"}')
+    opts = SweepOptions(spec_path=tmp_path / "shards.yaml", results_dir=foreign,
+                        metrics_linger_seconds=0, tty=False)
+    with pytest.raises(ResultsError, match="not empty and not a cephscope run dir"):
+        FakeSweep(opts, FakeCluster()).run()
+    assert (foreign / "state.json").read_text() == '{"fsid": "x"}'
+    assert sorted(p.name for p in foreign.iterdir()) == ["state.json"]
