@@ -74,6 +74,25 @@ PY
     fi
     touch "$stamp"
 fi
+# compose-config: `docker compose config` without Docker (compose-go, the Compose spec's Go
+# loader) to validate docker-compose.yml in the tests. Built once from deploy/compose-config
+# with the Go toolchain on PATH (modules from the Go module proxy); rebuilt when its source
+# changes.
+compose_src="$repo_root/deploy/compose-config"
+compose_bin="$venv/bin/compose-config"
+if [[ ! -x "$compose_bin" || -n "$(find "$compose_src" -newer "$compose_bin" -type f)" ]]; then
+    if ! command -v go >/dev/null; then
+        echo "install: Go >= 1.24 is needed to build $compose_bin (validates docker-compose.yml)" >&2
+        exit 1
+    fi
+    go_log="$venv/go-build.log"
+    if ! (cd "$compose_src" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
+            go build -trimpath -o "$compose_bin" .) >"$go_log" 2>&1; then
+        tail -20 "$go_log" >&2
+        echo "install: building compose-config failed (full log: $go_log)" >&2
+        exit 1
+    fi
+fi
 "$venv/bin/python" -c 'import rados, rbd' || {
     echo "install: the venv cannot import rados/rbd (python3-rados, python3-rbd)" >&2
     exit 1

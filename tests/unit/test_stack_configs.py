@@ -3,8 +3,10 @@ promtool / amtool, and point where they should."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -59,18 +61,39 @@ def test_node_exporter_keeps_loop_disks_and_lo() -> None:
     assert "--collector.netdev.device-exclude=^$" in argv
 
 
+COMPOSE_CONFIG = Path(sys.prefix) / "bin" / "compose-config"
+
+
+def compose_config(path: Path) -> subprocess.CompletedProcess[str]:
+    """`docker compose config` of ``path`` by compose-go (built by deploy/install.sh)."""
+    assert COMPOSE_CONFIG.exists(), f"{COMPOSE_CONFIG} missing: deploy/install.sh builds it (make setup)"
+    # A clean environment: COMPOSE_* variables of the caller must not change the result.
+    return subprocess.run([str(COMPOSE_CONFIG), str(path)], capture_output=True, text=True,
+                          timeout=60, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+
+
 def compose_mounts(service: dict) -> dict[str, Path]:
-    """container path -> host path (relative to the repo) of the service's bind mounts."""
-    mounts = {}
-    for volume in service.get("volumes", []):
-        host, container = volume.split(":")[:2]
-        if host.startswith("./"):
-            mounts[container] = REPO / host[2:]
-    return mounts
+    """container path -> host path of the service's bind mounts from the repository."""
+    return {v["target"]: Path(v["source"]) for v in service.get("volumes", [])
+            if v["type"] == "bind" and Path(v["source"]).is_relative_to(REPO)}
 
 
-def test_docker_compose_parses_and_its_mounted_configs_pass(tmp_path: Path) -> None:
-    compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+def test_compose_config_rejects_what_the_compose_spec_rejects(tmp_path: Path) -> None:
+    text = (REPO / "docker-compose.yml").read_text()
+    bad = tmp_path / "docker-compose.yml"
+    bad.write_text(text.replace("    network_mode: host\n", "    network_mode: host\n    bogus_key: 1\n", 1))
+    proc = compose_config(bad)
+    assert proc.returncode != 0 and "bogus_key" in proc.stderr, proc.stderr
+    bad.write_text(text.replace("restart: unless-stopped", "restart: [unless-stopped]", 1))
+    proc = compose_config(bad)
+    assert proc.returncode != 0 and "restart" in proc.stderr, proc.stderr
+
+
+def test_docker_compose_is_valid_and_its_mounted_configs_pass(tmp_path: Path) -> None:
+    proc = compose_config(REPO / "docker-compose.yml")
+    assert proc.returncode == 0, proc.stderr
+    compose = yaml.safe_load(proc.stdout)
+    assert compose["name"] == "cephscope"  # the top-level key docker-compose 1.x rejects
     services = compose["services"]
     assert set(services) == {"prometheus", "alertmanager", "grafana", "node-exporter", "cephscope-exporter"}
     for name, service in services.items():
@@ -78,8 +101,11 @@ def test_docker_compose_parses_and_its_mounted_configs_pass(tmp_path: Path) -> N
         for mount in compose_mounts(service).values():
             assert mount.exists(), f"{name} mounts {mount}, which does not exist"
     exporter = services["cephscope-exporter"]
-    assert "/var/run/ceph:/var/run/ceph:ro" in exporter["volumes"]
-    assert (REPO / exporter["build"] / "Dockerfile").exists()
+    assert {"type": "bind", "source": "/var/run/ceph", "target": "/var/run/ceph",
+            "read_only": True} in [{k: v for k, v in m.items() if k != "bind"}
+                                   for m in exporter["volumes"]]
+    assert exporter["build"]["context"] == str(REPO)
+    assert (REPO / exporter["build"]["dockerfile"]).exists()
     # Everything listens on 127.0.0.1 only.
     for name in ("prometheus", "alertmanager", "node-exporter", "cephscope-exporter"):
         listen = [a for a in services[name]["command"] if a.startswith("--web.listen-address=")]
