@@ -90,28 +90,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write nothing; exit 1 if a checked-in file differs from the generated one",
     )
     parser.add_argument(
+        "--in-tree",
+        action="store_true",
+        help="write into the source tree (dashboards/json/ and alerts/ of this checkout); "
+        "without it, give --dashboards-dir and --alerts-dir",
+    )
+    parser.add_argument(
         "--dashboards-dir",
         type=Path,
-        default=DEFAULT_DASHBOARDS_DIR,
-        help="where the dashboards JSON goes (default: %(default)s)",
+        default=None,
+        help=f"where the dashboards JSON goes (with --in-tree or --check: {DEFAULT_DASHBOARDS_DIR})",
     )
     parser.add_argument(
         "--alerts-dir",
         type=Path,
-        default=DEFAULT_ALERTS_DIR,
-        help="where the generated rule files go (default: %(default)s)",
+        default=None,
+        help=f"where the generated rule files go (with --in-tree or --check: {DEFAULT_ALERTS_DIR})",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    files = generated_files(DEFAULT_CONFIG, args.dashboards_dir, args.alerts_dir)
+    explicit = args.dashboards_dir is not None and args.alerts_dir is not None
+    if not (args.check or args.in_tree or explicit):
+        print("cephscope dashboards: say where to write: --in-tree (this checkout's "
+              "dashboards/json and alerts/) or --dashboards-dir DIR --alerts-dir DIR",
+              file=sys.stderr)
+        return 2
+    files = generated_files(DEFAULT_CONFIG, args.dashboards_dir or DEFAULT_DASHBOARDS_DIR,
+                            args.alerts_dir or DEFAULT_ALERTS_DIR)
     if args.check:
         stale = stale_files(files)
         for path, diff in stale:
             print(f"dashboards: stale: {path}", file=sys.stderr)
             print(diff[:4000], file=sys.stderr)
         if stale:
-            print("dashboards: run `cephscope dashboards` to regenerate", file=sys.stderr)
+            print("dashboards: run `cephscope dashboards --in-tree` to regenerate", file=sys.stderr)
             return 1
         print(f"dashboards: {len(files)} generated files up to date")
         return 0

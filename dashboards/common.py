@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from grafana_foundation_sdk.builders import dashboard as gdash
+from grafana_foundation_sdk.builders import heatmap as gheatmap
 from grafana_foundation_sdk.builders import prometheus as gprom
 from grafana_foundation_sdk.builders import table as gtable
 from grafana_foundation_sdk.builders import timeseries as gtimeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import (
+    DashboardLinkType,
     DataSourceRef,
     DataTransformerConfig,
     VariableOption,
@@ -42,6 +44,7 @@ class Query:
     legend: str = ""
     instant: bool = False
     table: bool = False
+    heatmap: bool = False
 
 
 def sel(*matchers: str) -> str:
@@ -61,7 +64,51 @@ def _target(query: Query) -> gprom.Dataquery:
     target = target.instant() if query.instant else target.range()
     if query.table:
         target = target.format(PromQueryFormat.TABLE)
+    if query.heatmap:
+        target = target.format(PromQueryFormat.HEATMAP)
     return target
+
+
+def heatmap(
+    title: str,
+    query: Query,
+    unit: str,
+    description: str = "",
+    width: int = 12,
+    height: int = 8,
+    repeat: str | None = None,
+) -> gheatmap.Panel:
+    """Heatmap of a Prometheus histogram's buckets (the query returns one series per `le`)."""
+    panel = (
+        gheatmap.Panel()
+        .title(title)
+        .description(description)
+        .datasource(DATASOURCE_REF)
+        .span(width)
+        .height(height)
+        .calculate(False)
+        .y_axis(gheatmap.YAxisConfig().unit(unit))
+        .with_target(_target(Query(query.expr, query.legend or "{{le}}", heatmap=True)))
+    )
+    if repeat:
+        panel = panel.repeat(repeat).repeat_direction("h").max_per_row(4)
+    return panel
+
+
+def dashboard_links() -> list[gdash.DashboardLink]:
+    """A menu of every cephscope dashboard, carrying the variables ($run, ...) and time range."""
+    return [
+        gdash.DashboardLink("cephscope dashboards")
+        .type(DashboardLinkType.DASHBOARDS)
+        .tags([SCHEMA_TAG])
+        .as_dropdown(True)
+        .include_vars(True)
+        .keep_time(True)
+        .tooltip("")
+        .icon("external link")
+        .url("")
+        .target_blank(False)
+    ]
 
 
 def timeseries(

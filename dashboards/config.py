@@ -1,8 +1,8 @@
 """Selectors and thresholds shared by the dashboards and the alert rules (mixin style).
 
 Every job selector, rule window and alert threshold lives here, so a deployment changes them
-in one place and rebuilds with `cephscope dashboards` (which writes the dashboards JSON and
-every rule file under alerts/).
+in one place and rebuilds with `cephscope dashboards --in-tree` (which writes the dashboards
+JSON and every rule file under alerts/).
 """
 
 from __future__ import annotations

@@ -19,9 +19,11 @@ from cephscope.dashboards.common import (
     RUN_SEL,
     SCHEMA_TAG,
     Query,
+    dashboard_links,
     datasource_variable,
     exporter_variables,
     finish,
+    heatmap,
     query_variable,
     run_variable,
     sel,
@@ -38,18 +40,86 @@ UID_DEVICES_NETWORK = "cephscope-devices-network"
 UID_SWEEP_COMPARISON = "cephscope-sweep-comparison"
 
 OP_TYPES = ("r", "w", "rw")
+OP_SEL = 'op=~"$op"'
 
 
-def _base(title: str, uid: str, description: str) -> gdash.Dashboard:
+def _base(title: str, uid: str, description: str, topics: list[str]) -> gdash.Dashboard:
     return (
         gdash.Dashboard(title)
         .uid(uid)
         .description(description)
-        .tags([SCHEMA_TAG])
+        .tags([SCHEMA_TAG, "ceph", "performance", *topics])
+        .links(dashboard_links())
         .editable()
         .refresh("10s")
         .time("now-30m", "now")
         .timezone("utc")
+    )
+
+
+def _host_variable(cfg: MixinConfig) -> Any:
+    return query_variable(
+        "host", "Host (node_exporter)",
+        f"label_values(node_cpu_seconds_total{sel(cfg.node_job_selector)}, instance)",
+    )
+
+
+def _per_host_rows(dashboard: gdash.Dashboard, cfg: MixinConfig) -> gdash.Dashboard:
+    """One row per host ($host repeats it): CPU by mode and busy % per core."""
+    busy = sel(cfg.node_job_selector, 'instance=~"$host"', 'mode!~"idle|iowait"')
+    idle = sel(cfg.node_job_selector, 'instance=~"$host"', 'mode="idle"')
+    return (
+        dashboard.with_row(gdash.Row("Host $host").repeat("host"))
+        .with_panel(
+            timeseries(
+                "CPU by mode on $host",
+                [
+                    Query(
+                        "sum by (instance, mode) (rate(node_cpu_seconds_total"
+                        + sel(cfg.node_job_selector, 'instance=~"$host"', 'mode!="idle"')
+                        + "[$__rate_interval])) / on(instance) group_left count by (instance) "
+                        f"(node_cpu_seconds_total{idle})",
+                        "{{instance}} {{mode}}",
+                    )
+                ],
+                "percentunit",
+                "Fraction of all the host's cores by CPU mode (user, system, iowait, ...).",
+                stack=True,
+            )
+        )
+        .with_panel(
+            timeseries(
+                "Busy per CPU core on $host",
+                [
+                    Query(
+                        f"sum by (instance, cpu) (rate(node_cpu_seconds_total{busy}"
+                        "[$__rate_interval]))",
+                        "{{instance}} cpu{{cpu}}",
+                    )
+                ],
+                "percentunit",
+                "Each core's busy fraction (iowait counts as idle): one saturated core while "
+                "the host is not busy points at a single thread.",
+            )
+        )
+        .with_panel(
+            timeseries(
+                "Cores busy on $host",
+                [
+                    Query(
+                        f"sum by (instance) (rate(node_cpu_seconds_total{busy}"
+                        "[$__rate_interval]))",
+                        "{{instance}} busy",
+                    ),
+                    Query(f"count by (instance) (node_cpu_seconds_total{idle})",
+                          "{{instance}} cores"),
+                ],
+                "short",
+                "How many of the host's cores were busy, against how many it has.",
+                width=24,
+                height=6,
+            )
+        )
     )
 
 
@@ -77,8 +147,9 @@ def sweep_overview(cfg: MixinConfig) -> dict[str, Any]:
         "cephscope / Sweep overview",
         UID_SWEEP_OVERVIEW,
         "Sweep steps overlaid on client and OSD performance and CPU.",
+        ["sweep"],
     )
-    for variable in [*exporter_variables(cfg), run_variable()]:
+    for variable in [*exporter_variables(cfg), run_variable(), _host_variable(cfg)]:
         dashboard = dashboard.with_variable(variable)
     for annotation in step_annotations(cfg):
         dashboard = dashboard.annotation(annotation)
@@ -199,7 +270,7 @@ def sweep_overview(cfg: MixinConfig) -> dict[str, Any]:
             )
         )
     )
-    return finish(dashboard)
+    return finish(_per_host_rows(dashboard, cfg))
 
 
 def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
@@ -207,8 +278,14 @@ def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
         "cephscope / OSD internals",
         UID_OSD_INTERNALS,
         "Per-OSD latency, op queue, in-flight ops, historic-op phases, BlueStore and RocksDB.",
+        ["osd"],
     )
-    for variable in [*exporter_variables(cfg), run_variable()]:
+    op_variable = query_variable(
+        "op", "OSD op (latency heatmap)",
+        "label_values(cephscope_osd_op_latency_seconds_bucket, op)", multi=False,
+        include_all=False,
+    )
+    for variable in [*exporter_variables(cfg), run_variable(), op_variable]:
         dashboard = dashboard.with_variable(variable)
     for annotation in step_annotations(cfg):
         dashboard = dashboard.annotation(annotation)
@@ -220,7 +297,40 @@ def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
         )
 
     dashboard = (
-        dashboard.with_row(gdash.Row("Latency per OSD"))
+        dashboard.with_row(gdash.Row("Latency heatmaps (OSD side)"))
+        .with_panel(
+            heatmap(
+                "OSD op latency $ceph_daemon op $op",
+                Query(
+                    "sum by (le) (increase(cephscope_osd_op_latency_seconds_bucket"
+                    f"{sel(OSD_SEL, OP_SEL)}[$__rate_interval]))"
+                ),
+                "s",
+                "Ops per latency bucket (the OSD's own histogram, 100 us x 2^k edges) per "
+                "interval; one panel per OSD ($ceph_daemon repeats it), op kind from $op.",
+                width=12,
+                repeat="ceph_daemon",
+            )
+        )
+        .with_row(gdash.Row("OSD CPU split"))
+        .with_panel(
+            timeseries(
+                "OSD CPU by thread group (all selected OSDs, stacked)",
+                [
+                    Query(
+                        "sum by (thread_group) (rate(cephscope_osd_thread_cpu_seconds_total"
+                        f"{sel(OSD_SEL)}[$__rate_interval]))",
+                        "{{thread_group}}",
+                    )
+                ],
+                "short",
+                "CPU cores used by each OSD thread group: what shard/thread tuning moves "
+                "(tp_osd_tp op workers vs msgr-worker vs bstore_kv_sync).",
+                width=24,
+                stack=True,
+            )
+        )
+        .with_row(gdash.Row("Latency per OSD"))
         .with_panel(
             timeseries(
                 "Op latency avg per OSD",
@@ -392,6 +502,7 @@ def devices_network(cfg: MixinConfig) -> dict[str, Any]:
         "cephscope / Devices & network",
         UID_DEVICES_NETWORK,
         "Per-OSD data device await, utilisation, queue, IOPS and NIC bandwidth.",
+        ["devices", "network"],
     )
     for variable in [*exporter_variables(cfg), run_variable()]:
         dashboard = dashboard.with_variable(variable)
@@ -529,6 +640,7 @@ def sweep_comparison(cfg: MixinConfig) -> dict[str, Any]:
         "cephscope / Sweep comparison",
         UID_SWEEP_COMPARISON,
         "For one run: IOPS, latency and CPU per step, with every sweep parameter as a column.",
+        ["sweep", "comparison"],
     ).time("now-6h", "now")
     dashboard = dashboard.with_variable(datasource_variable(cfg)).with_variable(
         run_variable(multi=False)

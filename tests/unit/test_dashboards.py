@@ -38,7 +38,7 @@ def dashboards() -> dict[str, dict[str, Any]]:
 def test_checked_in_files_match_the_builder() -> None:
     files = build.generated_files(DEFAULT_CONFIG, JSON_DIR, REPO / "alerts")
     stale = build.stale_files(files)
-    assert not stale, "stale generated files, run `cephscope dashboards`:\n" + "\n".join(
+    assert not stale, "stale generated files, run `cephscope dashboards --in-tree`:\n" + "\n".join(
         diff for _, diff in stale
     )
 
@@ -57,6 +57,13 @@ def test_check_flag_fails_on_a_stale_file_and_passes_after_rebuild(
     capsys.readouterr()
     assert cli_main(["dashboards", "--check", *dirs]) == 1
     assert "sweep-overview.json" in capsys.readouterr().err
+
+
+def test_writing_into_the_source_tree_needs_a_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    before = {p: p.stat().st_mtime_ns for p in JSON_DIR.glob("*.json")}
+    assert cli_main(["dashboards"]) == 2
+    assert "--in-tree" in capsys.readouterr().err
+    assert {p: p.stat().st_mtime_ns for p in JSON_DIR.glob("*.json")} == before
 
 
 def test_build_is_deterministic() -> None:
@@ -112,7 +119,32 @@ def test_template_variables(dashboards: dict[str, dict[str, Any]]) -> None:
             used = set(re.findall(r"\$\{?(\w+)", query.expr))
             assert used <= known, f"{query.name}: undefined {used - known}"
         for variable in variable_queries(dashboard):
-            assert variable.selector is None or variable.selector.startswith("cephscope_")
+            # the exporter's series, or node_exporter's for the per-host rows
+            assert variable.selector is None or variable.selector.startswith(
+                ("cephscope_", "node_cpu_seconds_total")), variable
+
+
+def test_links_tags_heatmap_and_per_host_rows(dashboards: dict[str, dict[str, Any]]) -> None:
+    for uid, dashboard in dashboards.items():
+        assert {"cephscope", "ceph", "performance"} < set(dashboard["tags"]), uid
+        (link,) = dashboard["links"]
+        # every cephscope dashboard, carrying $run (and the other variables) and the time range
+        assert link["type"] == "dashboards" and link["tags"] == ["cephscope"]
+        assert link["includeVars"] and link["keepTime"]
+    osd = dashboards["cephscope-osd-internals"]
+    (heat,) = [p for p in iter_panels(osd) if p["type"] == "heatmap"]
+    assert heat["repeat"] == "ceph_daemon"
+    (target,) = heat["targets"]
+    assert target["format"] == "heatmap" and target["legendFormat"] == "{{le}}"
+    assert target["expr"].startswith("sum by (le) (increase(cephscope_osd_op_latency_seconds_bucket")
+    assert 'op=~"$op"' in target["expr"]
+    assert any("thread_group" in t["expr"] and p["title"].startswith("OSD CPU by thread group")
+               for p in iter_panels(osd) for t in p.get("targets", []))
+    overview = dashboards["cephscope-sweep-overview"]
+    rows = [p for p in overview["panels"] if p["type"] == "row" and p.get("repeat") == "host"]
+    assert len(rows) == 1 and rows[0]["title"] == "Host $host"
+    cores = [p for p in iter_panels(overview) if p["title"] == "Busy per CPU core on $host"]
+    assert cores and "sum by (instance, cpu)" in cores[0]["targets"][0]["expr"]
 
 
 def test_rates_use_rate_interval(dashboards: dict[str, dict[str, Any]]) -> None:
