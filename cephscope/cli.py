@@ -17,17 +17,40 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "devcluster": ("cephscope.deploy.devcluster_cli", "real single-host Ceph dev cluster on 127.0.0.1"),
     "stack": ("cephscope.deploy.stack_cli", "local Prometheus/Alertmanager/node_exporter stack"),
     "sweep": ("cephscope.sweep_command", "run a parametric benchmark sweep"),
-    "report": ("cephscope.runner.report_cli", "write the report of a finished run"),
+    "report": ("cephscope.runner.report_cli",
+               "write the report of a run (markdown, self-contained HTML, plots)"),
     "search": ("cephscope.runner.search.cli", "replay a search against a stored full grid"),
     "recommend": ("cephscope.runner.search.recommend_cli",
                   "the configuration to use, with its confidence"),
-    "compare": ("cephscope.runner.compare_cli", "compare two runs step by step"),
-    "dashboards": ("cephscope.dashboards.build", "build the Grafana dashboards JSON"),
+    "compare": ("cephscope.runner.compare_cli",
+                "compare two runs step by step (Welch's t-test over iterations)"),
+    "dashboards": ("cephscope.dashboards.build", "build the Grafana dashboards JSON and the rule files"),
 }
 
 
+USAGE_DESCRIPTION = """\
+Benchmark a Ceph cluster and see what it did: sweep ceph config options and benchmark
+parameters (rados bench, fio on RBD), with every step tagged in Prometheus, then a report
+(IOPS, client and OSD-side latency percentiles, CPU per host and core, disks, NICs, OSD
+thread groups, the likely bottleneck) and run-to-run comparisons with significance tests."""
+
+USAGE_EPILOG = """\
+typical use:
+  cephscope sweep examples/iterations.yaml --conf /etc/ceph/ceph.conf \\
+      --prometheus-url http://127.0.0.1:9090 --results-dir results/run1
+  cephscope report results/run1                 # report.md, report.html (self-contained)
+  cephscope compare results/run0 results/run1 --fail-on-regression 10
+
+try it on a throwaway dev cluster on this machine (as root):
+  make demo
+
+`cephscope COMMAND --help` shows the options of a command."""
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cephscope", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="cephscope", description=USAGE_DESCRIPTION,
+                                     epilog=USAGE_EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"cephscope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, help_text) in SUBCOMMANDS.items():

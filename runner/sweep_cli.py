@@ -37,8 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cluster.add_argument("--asok-dir", type=Path, default=Path("/var/run/ceph"),
                          help="admin sockets for verifying config on this host "
                               "(default /var/run/ceph)")
-    cluster.add_argument("--client-name", default="client.admin")
-    cluster.add_argument("--keyring", type=Path)
+    cluster.add_argument("--client-name", default="client.admin",
+                         help="Ceph user the benchmarks and config changes run as "
+                              "(default: client.admin)")
+    cluster.add_argument("--keyring", type=Path,
+                         help="keyring of that user (default: what the ceph.conf says)")
     cluster.add_argument("--restart-method", choices=RESTART_METHODS,
                          help="how to restart OSDs (overrides the spec's restart.method)")
     roll = cluster.add_mutually_exclusive_group()
