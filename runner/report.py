@@ -56,6 +56,8 @@ class Row:
     window_seconds: float | None = None
     scrape_interval: float | None = None
     rate_window: str | None = None
+    # warnings of the metrics pull (e.g. a rate window shorter than 4 scrape intervals)
+    pull_warnings: tuple[str, ...] = ()
 
     def figure(self, key: str) -> float | None:
         value = self.result.get(key)
@@ -172,7 +174,9 @@ def load_rows(run_dir: Path,
             rows.append(Row(step, entry.get("mode"), "done", dict(entry), system,
                             window_seconds=(span[1] - span[0]) if span else None,
                             scrape_interval=(prometheus or {}).get("scrape_interval_seconds"),
-                            rate_window=(prometheus or {}).get("rate_window")))
+                            rate_window=(prometheus or {}).get("rate_window"),
+                            pull_warnings=tuple(str(w) for w in
+                                                (prometheus or {}).get("warnings") or ())))
     return run, rows
 
 
@@ -487,6 +491,8 @@ def _notes(rows: Iterable[Row]) -> list[str]:
     if any(r.status == "done" and not r.system.available for r in rows):
         notes.append("Steps without system metrics: the run had no Prometheus URL; pass "
                      "--prometheus-url to `cephscope report` to pull them for the step windows.")
+    for warning in sorted({w for r in rows for w in r.pull_warnings}):
+        notes.append(f"WARNING: {warning}")
     errors = sorted({e for r in rows for e in r.system.errors})
     if errors:
         notes.append("Prometheus queries that failed: " + "; ".join(errors[:5]))

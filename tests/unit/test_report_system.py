@@ -258,3 +258,30 @@ def test_summary_csv_has_system_columns(tmp_path: Path) -> None:
         assert float(line["bandwidth_mib_per_second"]) == pytest.approx(
             row.figure("bandwidth_bytes_per_second") / 2**20)
         assert line["disk_device"] in {"loop3", "loop4", "loop5"} or line["disk_device"] == ""
+
+
+def test_a_short_rate_window_is_warned_about(tmp_path: Path) -> None:
+    run_dir = _copy(tmp_path)
+    for path in run_dir.glob("step-*/prometheus.json"):
+        data = json.loads(path.read_text())
+        assert data["warnings"] == []  # the auto window: 4 x the 5 s scrape interval
+        data["warnings"] = ["rate window 5s is shorter than 4 scrape intervals (5s each): "
+                            "rates may be empty or erratic"]
+        path.write_text(json.dumps(data))
+    md = write_report(run_dir, plots=False).markdown_path.read_text()
+    assert md.count("WARNING: rate window 5s is shorter than 4 scrape intervals") == 1
+
+
+def test_rate_window_follows_the_scrape_interval() -> None:
+    from cephscope.runner.system_metrics import parse_duration, resolve_rate_window
+
+    assert parse_duration("1m30s") == 90 and parse_duration("500ms") == 0.5
+    with pytest.raises(ValueError):
+        parse_duration("5 seconds")
+    assert resolve_rate_window("auto", 15.0) == ("60s", [])
+    assert resolve_rate_window("auto", 5.0) == ("20s", [])
+    window, warnings = resolve_rate_window("auto", None)
+    assert window == "15s" and "scrape interval unknown" in warnings[0]
+    window, warnings = resolve_rate_window("15s", 15.0)
+    assert window == "15s" and "shorter than 4 scrape intervals" in warnings[0]
+    assert resolve_rate_window("2m", 15.0) == ("2m", [])
