@@ -49,6 +49,7 @@ from cephscope.deploy.placement import (
     this_machine,
 )
 from cephscope.deploy.procs import pid_alive, pid_file_locked, pid_from_file, port_is_free, terminate
+from cephscope.deploy.rootfs import RootfsError, ceph_version_of, release_for, release_spec
 from cephscope.monclient import PgWaitTimeout, wait_pgs_active_clean
 
 STATE_FILE = "state.json"
@@ -135,6 +136,7 @@ class DevCluster:
         clients: int = 0,
         public_subnet: str | None = None,
         cluster_subnet: str | None = None,
+        release: str | None = None,
     ) -> None:
         self.state_dir = Path(state_dir or default_state_dir()).resolve()
         self.port_base = port_base
@@ -145,7 +147,6 @@ class DevCluster:
         self._log = log or (lambda msg: print(msg, flush=True))
         # Where each process runs and from which release (deploy/placement.py). The single-host
         # cluster runs everything on this machine from its own packages.
-        self.release: Release = HOST_RELEASE
         self.admin_host: DevHost = this_machine()
         self.hosts: list[DevHost] = [self.admin_host]
         self.placement = Placement(self.state_dir)
@@ -155,6 +156,7 @@ class DevCluster:
         if existing.exists():
             # The state dir's own record wins over constructor defaults (a damaged one is
             # reported by the command that needs it; `down` works without it).
+            recorded_release: str | None = None
             with contextlib.suppress(DevClusterError):
                 state = ClusterState.load(existing)
                 self.port_base = state.port_base
@@ -162,6 +164,19 @@ class DevCluster:
                 self.osd_size_gib = state.osd_size_gib
                 self.num_hosts = state.hosts
                 self.num_clients = state.clients
+                recorded_release = state.release
+            if recorded_release is not None:
+                if release not in (None, recorded_release):
+                    raise DevClusterError(
+                        f"the dev cluster in {self.state_dir} runs release {recorded_release}, "
+                        f"not {release}"
+                    )
+                release = recorded_release
+        # Another release runs from its root filesystem (deploy/rootfs.py, deploy/rootexec.py).
+        try:
+            self.release: Release = release_for(release)
+        except RootfsError as exc:
+            raise DevClusterError(str(exc)) from exc
         # A multi-host cluster: OSD hosts and clients are network namespaces (deploy/hosts.py).
         self.host_plan: HostPlan | None = None
         if (self.state_dir / HOSTS_FILE).exists():
@@ -319,6 +334,19 @@ class DevCluster:
     # ---- preflight -------------------------------------------------------------------------
 
     def _check_binaries(self) -> None:
+        if self.release.root is not None:
+            root = self.release.root
+            absent = sorted(
+                binary
+                for binary in REQUIRED_BINARIES
+                if binary != "losetup"
+                and not any((root / d / binary).exists() for d in ("usr/bin", "usr/sbin"))
+            )
+            if absent:
+                raise DevClusterError(f"release root {root} lacks {' '.join(absent)}; rebuild it")
+            if not shutil.which("losetup"):
+                raise DevClusterError("missing Debian package: mount (losetup)")
+            return
         missing = sorted({pkg for binary, pkg in REQUIRED_BINARIES.items() if not shutil.which(binary)})
         if missing:
             raise DevClusterError(
@@ -477,6 +505,7 @@ class DevCluster:
             osd_size_gib=self.osd_size_gib,
             hosts=self.num_hosts,
             clients=self.num_clients,
+            release=self.release.name,
         )
         state.save(self.state_file)
         t0 = time.monotonic()
@@ -735,6 +764,12 @@ class DevCluster:
                 )
             time.sleep(0.5)
 
+    def muted_health_checks(self) -> tuple[str, ...]:
+        """Checks this cluster's release raises for reasons outside the cluster (see rootfs.py)."""
+        if self.release.name == HOST_RELEASE.name:
+            return ()
+        return release_spec(self.release.name).muted_health_checks
+
     def wait_health_ok(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         last = ""
@@ -744,6 +779,7 @@ class DevCluster:
                 last = health.get("status", "")
                 if last == "HEALTH_OK":
                     return
+                self._mute_known_checks(health)
             except DevClusterError as exc:
                 last = str(exc)
             if time.monotonic() > deadline:
@@ -752,6 +788,16 @@ class DevCluster:
                     detail = self.ceph("health", "detail", timeout=20).strip().replace("\n", " | ")
                 raise DevClusterError(f"no HEALTH_OK after {timeout:.0f}s: {detail or last}")
             time.sleep(0.5)
+
+    def _mute_known_checks(self, health: dict[str, Any]) -> None:
+        for code in health.get("checks", {}):
+            if code in self.muted_health_checks() and not health["checks"][code].get("muted"):
+                self._log(f"devcluster: muting {code} (known for {self.release.name} from Debian's packages)")
+                self.ceph("health", "mute", code, "--sticky", timeout=20)
+
+    def ceph_version(self) -> str | None:
+        """The Ceph package version this cluster's daemons run."""
+        return ceph_version_of(self.release)
 
     def wait_pgs_active_clean(self, timeout: float = 120) -> None:
         try:
@@ -804,6 +850,8 @@ class DevCluster:
             "mon": f"v2:{self.mon_addr}:{self.mon_port}",
             "msgr_ports": "{}-{}".format(*self.msgr_port_range),
             "backing": state.backing,
+            "release": state.release,
+            "ceph_version": self.ceph_version(),
             "daemons": {name: running.get(name) for name in self._daemon_names()},
             "osds": [asdict(o) for o in state.osds],
             "health": None,

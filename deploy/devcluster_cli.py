@@ -1,4 +1,4 @@
-"""`cephscope devcluster up | down | status | restart-osd N | purge`."""
+"""`cephscope devcluster up | down | status | restart-osd N | purge | rootfs`."""
 
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ import json
 import sys
 from pathlib import Path
 
+from cephscope.deploy import rootfs
 from cephscope.deploy.devcluster import DevCluster, DevClusterError, default_state_dir
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("action", choices=["up", "down", "status", "restart-osd", "purge"], help="what to do")
+    parser.add_argument(
+        "action", choices=["up", "down", "status", "restart-osd", "purge", "rootfs"], help="what to do"
+    )
     parser.add_argument("osd_id", nargs="?", type=int, help="OSD id (restart-osd)")
     parser.add_argument(
         "--state-dir",
@@ -52,10 +55,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "10.231.0.0/16 derived from the state dir)")
     parser.add_argument("--cluster-subnet", help="cluster network of the OSD hosts (default: a /24 "
                         "in 10.232.0.0/16 derived from the state dir)")
+    parser.add_argument(
+        "--release",
+        choices=sorted(rootfs.RELEASES),
+        help="Ceph release of a new cluster (default: this machine's packages); other releases "
+        "run from a root filesystem built from Debian's archive (`rootfs` builds it)",
+    )
     parser.add_argument("--json", action="store_true", help="status as JSON")
 
 
+def run_rootfs(release: str | None) -> int:
+    if release is None:
+        print("devcluster: rootfs needs --release", file=sys.stderr)
+        return 2
+    try:
+        path = rootfs.build(release, log=lambda msg: print(msg, file=sys.stderr, flush=True))
+    except rootfs.RootfsError as exc:
+        print(f"devcluster: {exc}", file=sys.stderr)
+        return 1
+    marker = rootfs.read_marker(path) or {}
+    print(path)
+    print(f"  ceph {marker.get('ceph_version')}  (Debian {marker.get('suite')})", file=sys.stderr)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.action == "rootfs":
+        return run_rootfs(args.release)
     if args.osds < 1:
         print("devcluster: --osds must be at least 1", file=sys.stderr)
         return 2
@@ -77,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
             clients=args.clients,
             public_subnet=args.public_subnet,
             cluster_subnet=args.cluster_subnet,
+            release=args.release,
         )
     except DevClusterError as exc:
         print(f"devcluster: {exc}", file=sys.stderr)
@@ -85,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "up":
             seconds = cluster.up()
             print(f"devcluster: HEALTH_OK in {seconds:.1f}s")
+            print(f"  release:  {cluster.release.name} (ceph {cluster.ceph_version()})")
+            for code in cluster.muted_health_checks():
+                print(f"  muted:    {code} (raised by this release's Debian packages, not the cluster)")
             print(f"  conf:     {cluster.conf_path}")
             print(f"  sockets:  {cluster.asok_dir}")
             print(f"  mon:      v2:{cluster.mon_addr}:{cluster.mon_port}")

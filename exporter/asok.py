@@ -228,9 +228,13 @@ class AsokClient:
         return str(result[option])
 
 
-# <cluster>-<type>.<id>.asok, e.g. ceph-osd.3.asok, ceph-mon.a.asok, ceph-mds.x.asok.
-# Client sockets (ceph-client.admin.<pid>.<cookie>.asok) are short-lived tools: skipped.
-_ASOK_NAME = re.compile(r"^(?P<cluster>[A-Za-z0-9_]+)-(?P<type>[a-z_-]+)\.(?P<id>[^/]+)\.asok$")
+# Packages and cephadm name sockets <cluster>-<type>.<id>.asok (ceph-osd.3.asok, ceph-mon.a.asok);
+# Ceph's vstart.sh and many hand-written `admin_socket` settings use <type>.<id>.asok (osd.0.asok).
+# Client sockets (ceph-client.admin.<pid>.<cookie>.asok, vstart's client.admin.<pid>.asok) are
+# short-lived tools: skipped.
+_ASOK_NAME = re.compile(
+    r"^(?:(?P<cluster>[A-Za-z0-9_]+)-)?(?P<type>[a-z_-]+)\.(?P<id>[^/]+)\.asok$"
+)
 
 
 @dataclass(frozen=True, order=True)
@@ -253,7 +257,7 @@ def daemon_from_asok_path(path: str | os.PathLike[str]) -> Daemon | None:
     dtype, did = match["type"], match["id"]
     if dtype == "client":
         return None
-    return Daemon(f"{dtype}.{did}", dtype, did, match["cluster"], path)
+    return Daemon(f"{dtype}.{did}", dtype, did, match["cluster"] or "ceph", path)
 
 
 def discover_daemons(

@@ -81,6 +81,17 @@ class DeviceResolver:
         # host_root; "/" on a real host, a fixture directory in tests.
         self.host_root = host_root
 
+    def within(self, root: str) -> DeviceResolver:
+        """The same resolver seen from another root filesystem: a daemon's own paths (its data
+        dir, its /dev links) are read through ``/proc/<pid>/root`` when it runs in a container
+        or chroot; sysfs and udev stay this host's, so names and major:minor are the host's."""
+        return DeviceResolver(
+            sys_root=self.sys_root,
+            dev_root=os.path.join(root, "dev"),
+            run_root=self.run_root,
+            host_root=root,
+        )
+
     # -- public ---------------------------------------------------------------------------
 
     def resolve(self, path: str) -> Resolution:

@@ -84,6 +84,7 @@ class Scraper:
             max_workers=max(1, settings.max_parallel), thread_name_prefix="scrape"
         )
         self._known_daemons: set[str] = set()
+        self._reported_no_daemons = False
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -199,6 +200,7 @@ class Scraper:
         """All families of one scrape; returns by ``deadline`` (monotonic seconds)."""
         scrape_started = time.monotonic()
         daemons = discover_daemons(self.settings.asok_dir, self.wanted_daemon_types())
+        self._log_discovery_change(len(daemons))
         names = {d.name for d in daemons}
         for gone in self._known_daemons - names:
             for collector in self.daemon_collectors:
@@ -311,13 +313,34 @@ class Scraper:
         build_family.add(
             1, {"version": __version__, "pythonversion": platform.python_version()}
         )
+        found_family = MetricFamily(
+            "cephscope_daemons_found",
+            "gauge",
+            "Ceph daemons whose admin socket was found in the socket dir in this scrape.",
+        )
+        found_family.add(len(daemons), {})
         return [
             *collected,
+            found_family,
             up_family,
             success_family,
             duration_family,
             build_family,
         ]
+
+    def _log_discovery_change(self, found: int) -> None:
+        """Say once (not every scrape) that the socket dir holds no daemon socket, and once
+        when sockets appear again."""
+        if found == 0 and not self._reported_no_daemons:
+            log.warning(
+                "no Ceph daemon admin socket in %s (looked for <cluster>-<type>.<id>.asok, "
+                "<type>.<id>.asok and cephadm's <fsid>/ subdirs); see --ceph.asok-dir",
+                self.settings.asok_dir,
+            )
+            self._reported_no_daemons = True
+        elif found and self._reported_no_daemons:
+            log.info("found %d Ceph daemon admin socket(s) in %s", found, self.settings.asok_dir)
+            self._reported_no_daemons = False
 
     def _timed_host(
         self, collector: HostCollector, ctx: HostContext

@@ -16,7 +16,10 @@ Series (all ``1``-valued info series unless said otherwise)::
 (the exporter and node_exporter are different scrape targets, so ``instance`` is not).
 
 Only OSDs with an admin socket on this host are described (devices and interfaces are
-resolved against this host's /sys). Refreshed every
+resolved against this host's /sys). An OSD in a container or chroot (cephadm, Rook, a dev
+cluster running another release) reports paths of its own mount namespace: they are read through
+``/proc/<pid>/root`` (pid from the socket's SO_PEERCRED) first, then in this exporter's own view,
+and end at the host's block device by major:minor. Refreshed every
 ``--collector.topology.refresh-interval`` seconds; cached series are served in between.
 """
 
@@ -119,11 +122,33 @@ class TopologyCollector(CachedHostCollector):
         self._clear(f"{daemon.name}/asok")
         return config, version
 
-    def _asok_facts(self, daemon: Daemon, config: dict, version: dict) -> OsdFacts:
+    def _asok_facts(
+        self, daemon: Daemon, config: dict, version: dict, resolvers: list[DeviceResolver]
+    ) -> OsdFacts:
         return facts_from_config(
             daemon.id, config, version, self.nodename,
-            lexists=lambda p: os.path.lexists(self.resolver.map_path(p)),
+            lexists=lambda p: any(os.path.lexists(r.map_path(p)) for r in resolvers),
         )
+
+    def _resolvers_for(self, ctx: HostContext, daemon: Daemon) -> list[DeviceResolver]:
+        """Where the OSD's paths are looked up: its own root first when it differs from ours."""
+        try:
+            pid = ctx.session(daemon).pid()
+        except AsokError:
+            pid = None
+        if not pid:
+            return [self.resolver]
+        root = os.path.join(self.proc_root, str(pid), "root")
+        try:
+            theirs, ours = os.stat(root), os.stat(self.resolver.host_root or "/")
+        except OSError as exc:
+            self._note(f"{daemon.name}/root", f"topology: {daemon.name}: cannot read {root} "
+                       f"({exc.strerror}); resolving its paths in this exporter's view",
+                       logging.INFO)
+            return [self.resolver]
+        if (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino):
+            return [self.resolver]
+        return [self.resolver.within(root), self.resolver]
 
     # -- refresh -----------------------------------------------------------------------------
 
@@ -152,14 +177,15 @@ class TopologyCollector(CachedHostCollector):
                                f"cluster {osd_fsid}, the mon to {self.mon.fsid}: using its "
                                "admin socket")
                     facts = None
+            if facts is None and local is None:
+                self._note(daemon.name, f"topology: {daemon.name}: no metadata from the "
+                           "mon and none from its admin socket; OSD left out")
+                continue
+            resolvers = self._resolvers_for(ctx, daemon)
             if facts is None:
-                if local is None:
-                    self._note(daemon.name, f"topology: {daemon.name}: no metadata from the "
-                               "mon and none from its admin socket; OSD left out")
-                    continue
-                facts = self._asok_facts(daemon, *local)
+                facts = self._asok_facts(daemon, *local, resolvers)
             self._clear(daemon.name)
-            self._emit_osd(daemon.name, facts, addresses, sink)
+            self._emit_osd(daemon.name, facts, addresses, sink, resolvers)
 
     def _emit_osd(
         self,
@@ -167,10 +193,11 @@ class TopologyCollector(CachedHostCollector):
         facts: OsdFacts,
         addresses: list[InterfaceAddress],
         sink: MetricSink,
+        resolvers: list[DeviceResolver] | None = None,
     ) -> None:
         resolved: dict[str, Resolution] = {}
         for role, paths in facts.device_paths.items():
-            res = self._resolve_first(paths)
+            res = self._resolve_first(paths, resolvers or [self.resolver])
             subject = f"{ceph_daemon}/{role}"
             if res.device is None:
                 tried = ", ".join(paths) or "no path in metadata"
@@ -235,14 +262,16 @@ class TopologyCollector(CachedHostCollector):
                 size.add(dev.size_bytes, keys)
         self._emit_network(ceph_daemon, facts, addresses, sink)
 
-    def _resolve_first(self, paths: list[str]) -> Resolution:
-        """First path that resolves; else the first failure (the most telling reason)."""
+    def _resolve_first(self, paths: list[str], resolvers: list[DeviceResolver]) -> Resolution:
+        """First path that resolves, in the OSD's own view before ours; else the first failure
+        (the most telling reason)."""
         first: Resolution | None = None
-        for path in paths:
-            res = self.resolver.resolve(path)
-            if res.device is not None:
-                return res
-            first = first or res
+        for resolver in resolvers:
+            for path in paths:
+                res = resolver.resolve(path)
+                if res.device is not None:
+                    return res
+                first = first or res
         return first or Resolution("", None, reason="no device path reported")
 
     def _emit_network(

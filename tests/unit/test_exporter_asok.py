@@ -116,6 +116,20 @@ def test_discovery_top_level_and_cephadm_subdirs(tmp_path: Path) -> None:
     assert daemon_from_asok_path("ceph-client.admin.1.2.asok") is None
 
 
+def test_discovery_of_vstart_socket_names(tmp_path: Path) -> None:
+    """Ceph's vstart.sh names sockets $name.asok; its clients $name.$pid.asok."""
+    run = tmp_path / "asok"
+    run.mkdir()
+    for name in ("osd.0.asok", "osd.1.asok", "mon.a.asok", "mgr.x.asok", "client.admin.31337.asok",
+                 "client.rgw.8000.31338.asok"):
+        (run / name).touch()
+    assert [d.name for d in discover_daemons(run)] == ["mgr.x", "mon.a", "osd.0", "osd.1"]
+    osd0 = daemon_from_asok_path(run / "osd.0.asok")
+    assert osd0 is not None and (osd0.type, osd0.id, osd0.cluster) == ("osd", "0", "ceph")
+    named = daemon_from_asok_path("backup-osd.7.asok")
+    assert named is not None and (named.name, named.cluster) == ("osd.7", "backup")
+
+
 def test_fetch_concurrently_runs_sockets_in_parallel(cluster: FakeCluster) -> None:
     from cephscope.exporter.asok import RawResponse, fetch_concurrently
 

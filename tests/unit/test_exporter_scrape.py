@@ -129,6 +129,25 @@ def test_empty_or_missing_socket_dir_still_reports_collectors(tmp_path: Path) ->
     assert samples['cephscope_scrape_collector_success{collector="perf"}'] == 1
     assert not any(k.startswith("cephscope_daemon_up") for k in samples)
     assert any(k.startswith("cephscope_exporter_build_info") for k in samples)
+    assert samples["cephscope_daemons_found"] == 0
+
+
+def test_no_daemon_socket_is_logged_once_and_counted(tmp_path: Path,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    asok_dir = tmp_path / "run"
+    asok_dir.mkdir()
+    (asok_dir / "client.admin.4242.asok").touch()  # a client's socket is not a daemon
+    args = exporter_args(asok_dir, *PERF_AND_HISTOGRAM)
+    scraper = Scraper(enabled_collectors(args), settings_from_args(args))
+    try:
+        with caplog.at_level("INFO", logger="cephscope"):
+            for _ in range(3):
+                samples = parse_samples(render(scraper.scrape(time.monotonic() + 5)).decode())
+                assert samples["cephscope_daemons_found"] == 0
+        warnings = [r for r in caplog.records if "no Ceph daemon admin socket" in r.getMessage()]
+        assert len(warnings) == 1 and str(asok_dir) in warnings[0].getMessage()
+    finally:
+        scraper.close()
 
 
 class ExplodingCollector(DaemonCollector):

@@ -362,3 +362,46 @@ def test_real_mon_client_with_bad_conf_fails_fast_and_cleanly() -> None:
         mon.osd_facts()
     assert str(again.value) == str(first.value)
     assert time.monotonic() - started < 5
+
+
+def cephadm_metadata() -> list[dict[str, Any]]:
+    """osd.0 as cephadm runs it: its data dir is /var/lib/ceph/osd/ceph-0 inside the container
+    (/var/lib/ceph/<fsid>/osd.0 on the host), its block an LVM link only the container's path
+    reaches; no device node in the metadata, so the data dir's `block` link is the only way."""
+    meta = copy.deepcopy([m for m in METADATA if m["id"] == 0])
+    meta[0].update(osd_data="/var/lib/ceph/osd/ceph-0",
+                   bluestore_bdev_partition_path="unknown", bluestore_bdev_dev_node="unknown")
+    return meta
+
+
+def test_containerised_osd_paths_resolve_through_proc_pid_root(
+    root: Path, asoks: FakeCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    asoks.add_osd(0, scenario="idle", subdir=CAPTURED_FSID[:8])  # cephadm: /var/run/ceph/<fsid>/
+    # The fake OSD answers from this process: SO_PEERCRED names our pid.
+    container = root / "proc" / str(os.getpid()) / "root"
+    data_in_container = container / "var/lib/ceph/osd/ceph-0"
+    data_in_container.mkdir(parents=True)
+    (data_in_container / "block").symlink_to("/dev/ceph-0a1b-vg/osd-block-9f8e")
+    (container / "dev").symlink_to(root / "dev")  # cephadm binds the host's /dev
+    on_host = root / "host" / "var/lib/ceph" / CAPTURED_FSID / "osd.0"
+    on_host.mkdir(parents=True)
+    (on_host / "block").symlink_to("/dev/ceph-0a1b-vg/osd-block-9f8e")
+    mon = FakeMon(cephadm_metadata())
+
+    # The host has a directory at the container's path too (the fixture's ceph-0, on NVMe):
+    # the OSD's own view wins.
+    text = scrape(make_collector(root, mon), tmp_path / "asok")
+    [device] = lines(text, "cephscope_osd_device_info")
+    assert 'ceph_daemon="osd.0",role="data",device="dm-0"' in device
+    assert 'parent="sdb"' in device and 'kind="dm"' in device
+
+    # Without the container's root (no such pid visible) the exporter's own view is the
+    # fallback: there the same path is another OSD's dir (the fixture host's ceph-0, on NVMe).
+    shutil.rmtree(root / "proc" / str(os.getpid()))
+    with caplog.at_level(logging.INFO, logger="cephscope.exporter.topology"):
+        text = scrape(make_collector(root, mon), tmp_path / "asok")
+    [device] = lines(text, "cephscope_osd_device_info")
+    assert 'device="nvme0n1"' in device
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("resolving its paths in this exporter's view" in m for m in messages), messages
