@@ -13,6 +13,7 @@ debian_packages=(
     fio python3-venv util-linux iproute2 curl
     # headless browser: the report test opens report.html in it
     chromium
+    mmdebstrap  # root filesystems of other Ceph releases (deploy/rootfs.py)
 )
 
 missing=()
