@@ -410,7 +410,8 @@ class DevCluster:
             try:
                 self._run_on(
                     self.host_of(f"{kind}.{ident}"),
-                    [binary, "-c", str(self.conf_path), "-i", ident],
+                    [binary, "-c", str(self.conf_path), "-i", ident,
+                     *(self._osd_release_args() if kind == "osd" else [])],
                     timeout=120,
                 )
                 break
@@ -591,6 +592,7 @@ class DevCluster:
                 "--cap",
                 "mgr",
                 "allow *",
+                *self._release_spec_field("admin_key_args"),
             ]
         )
         self._run([authtool, str(mon_keyring), "--import-keyring", str(self.admin_keyring)])
@@ -604,6 +606,7 @@ class DevCluster:
                 "--addv",
                 MON_ID,
                 f"[v2:{self.mon_addr}:{self.mon_port}]",
+                *self._release_spec_field("monmap_args"),
                 str(monmap),
             ]
         )
@@ -766,9 +769,7 @@ class DevCluster:
 
     def muted_health_checks(self) -> tuple[str, ...]:
         """Checks this cluster's release raises for reasons outside the cluster (see rootfs.py)."""
-        if self.release.name == HOST_RELEASE.name:
-            return ()
-        return release_spec(self.release.name).muted_health_checks
+        return self._release_spec_field("muted_health_checks")
 
     def wait_health_ok(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
@@ -792,8 +793,24 @@ class DevCluster:
     def _mute_known_checks(self, health: dict[str, Any]) -> None:
         for code in health.get("checks", {}):
             if code in self.muted_health_checks() and not health["checks"][code].get("muted"):
-                self._log(f"devcluster: muting {code} (known for {self.release.name} from Debian's packages)")
+                self._log(f"devcluster: muting {code} (expected for {self.release.name}; "
+                          "deploy/rootfs.py says why)")
                 self.ceph("health", "mute", code, "--sticky", timeout=20)
+
+    def _osd_release_args(self) -> list[str]:
+        """Debian's Tentacle builds osd_class_dir as a relative path (lib/<triplet>/rados-classes),
+        which an OSD resolves against its working directory and misses: cls_rbd, cls_lock and
+        friends fail with ENOENT. Name the release root's class dir explicitly."""
+        if self.release.root is None:
+            return []
+        found = sorted(self.release.root.glob("usr/lib/*/rados-classes"))
+        return ["--osd-class-dir", "/" + str(found[0].relative_to(self.release.root))] if found else []
+
+    def _release_spec_field(self, name: str) -> tuple[str, ...]:
+        """A per-release setting of deploy/rootfs.py; empty for this machine's packages."""
+        if self.release.name == HOST_RELEASE.name:
+            return ()
+        return tuple(getattr(release_spec(self.release.name), name))
 
     def ceph_version(self) -> str | None:
         """The Ceph package version this cluster's daemons run."""

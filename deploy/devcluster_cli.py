@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"devcluster: HEALTH_OK in {seconds:.1f}s")
             print(f"  release:  {cluster.release.name} (ceph {cluster.ceph_version()})")
             for code in cluster.muted_health_checks():
-                print(f"  muted:    {code} (raised by this release's Debian packages, not the cluster)")
+                print(f"  muted:    {code} (expected for this release; deploy/rootfs.py says why)")
             print(f"  conf:     {cluster.conf_path}")
             print(f"  sockets:  {cluster.asok_dir}")
             print(f"  mon:      v2:{cluster.mon_addr}:{cluster.mon_port}")

@@ -62,6 +62,11 @@ class ReleaseSpec:
     # Health checks this release raises on the dev cluster for reasons outside the cluster
     # itself; the dev cluster mutes them (and says so).
     muted_health_checks: tuple[str, ...] = ()
+    # Extra ceph-authtool arguments for the client.admin key, which this machine's own Ceph
+    # libraries (the exporter's and runner's python3-rados, the host's ceph CLI) must read.
+    admin_key_args: tuple[str, ...] = ()
+    # Extra monmaptool arguments for the dev cluster's first monmap.
+    monmap_args: tuple[str, ...] = ()
 
 
 RELEASES: dict[str, ReleaseSpec] = {
@@ -70,7 +75,23 @@ RELEASES: dict[str, ReleaseSpec] = {
     # MGR_MODULE_DEPENDENCY for modules the dev cluster never enables.
     "reef": ReleaseSpec("reef", "trixie", 18, muted_health_checks=("MGR_MODULE_DEPENDENCY",)),
     # sid also carries Prometheus 3 (`cephscope stack up --prometheus-release 3`).
-    "tentacle": ReleaseSpec("tentacle", "sid", 20, extra_packages=("prometheus",), ignore_valid_until=True),
+    # Tentacle makes aes256k keys by default, which older clients (this machine's Pacific
+    # libraries) reject as "Malformed input"; the admin key is an aes key, which the monmap must
+    # allow, and the mon then warns about it.
+    "tentacle": ReleaseSpec(
+        "tentacle",
+        "sid",
+        20,
+        extra_packages=("prometheus",),
+        ignore_valid_until=True,
+        admin_key_args=("--key-type", "aes"),
+        monmap_args=("--auth-allowed-ciphers", "aes,aes256k"),
+        muted_health_checks=(
+            "AUTH_INSECURE_CLIENT_KEY_TYPE",
+            "AUTH_INSECURE_KEYS_ALLOWED",
+            "AUTH_INSECURE_KEYS_CREATABLE",
+        ),
+    ),
 }
 
 
