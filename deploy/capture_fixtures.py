@@ -42,6 +42,10 @@ CAPTURE_COMMANDS: tuple[tuple[str, dict[str, str]], ...] = (
     ("config get", {"var": "osd_op_num_shards"}),
     ("config get", {"var": "osd_op_num_threads_per_shard"}),
     ("config get", {"var": "osd_op_queue"}),
+    ("config get", {"var": "osd_mclock_profile"}),
+    # Labeled perf counters (Reef and later; Pacific refuses them).
+    ("counter dump", {}),
+    ("counter schema", {}),
     ("get_command_descriptions", {}),
 )
 

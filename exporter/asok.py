@@ -39,6 +39,8 @@ READ_ONLY_COMMANDS: frozenset[str] = frozenset(
         "perf schema",
         "perf histogram dump",
         "perf histogram schema",
+        "counter dump",
+        "counter schema",
         "dump_op_pq_state",
         "dump_ops_in_flight",
         "ops",
