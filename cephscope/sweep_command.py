@@ -21,7 +21,10 @@ def devcluster_target(state_dir: Path) -> CephTarget:
     from cephscope.deploy.devcluster import DevCluster
 
     cluster = DevCluster(state_dir)
-    plain = CephTarget.plain(cluster.conf_path, "client.admin", None, cluster.asok_dir, "ceph")
+    # A multi-host dev cluster's OSD hosts are reached over SSH by their hostnames, as real ones.
+    ssh = {"config_file": cluster.ssh_config} if cluster.ssh_config is not None else None
+    plain = CephTarget.plain(cluster.conf_path, "client.admin", None, cluster.asok_dir, "ceph",
+                             ssh_settings=ssh)
     return CephTarget(
         conf_path=cluster.conf_path,
         client_name="client.admin",
@@ -30,6 +33,7 @@ def devcluster_target(state_dir: Path) -> CephTarget:
         host_for=plain.host_for,
         default_restart=FunctionRestart(
             "dev cluster", lambda ids, timeout: cluster.restart_osds(ids, timeout=timeout)),
+        ssh_config=cluster.ssh_config,
     )
 
 

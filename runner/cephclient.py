@@ -110,6 +110,9 @@ class CephTarget:
     host_for: Callable[[str], HostExec] = field(default=lambda hostname: LocalHost())
     # the restart this cluster provides when the spec does not name one (dev cluster: its own)
     default_restart: RestartMethod | None = None
+    # an ssh_config naming the cluster's hosts (a multi-host dev cluster writes one): the
+    # default for reaching clients when neither the spec nor a flag names one
+    ssh_config: Path | None = None
 
     @classmethod
     def plain(cls, conf_path: Path, client_name: str, keyring_path: Path | None,

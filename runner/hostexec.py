@@ -96,10 +96,14 @@ class SshHost:
     control_dir: Path | None = None
     connect_timeout: int = 10
     ssh_bin: str = "ssh"
+    config_file: Path | None = None  # `ssh -F`: e.g. the ssh_config a multi-host dev cluster writes
 
     def ssh_argv(self) -> list[str]:
         """`ssh … host --`: everything but the remote command."""
-        argv = [self.ssh_bin, "-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}"]
+        argv = [self.ssh_bin]
+        if self.config_file is not None:
+            argv += ["-F", str(self.config_file)]
+        argv += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}"]
         if self.control_dir is not None:
             argv += ["-o", "ControlMaster=auto", "-o", "ControlPersist=60",
                      "-o", f"ControlPath={self.control_dir}/%C"]
@@ -125,6 +129,33 @@ class SshHost:
     def popen(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
               **kwargs: Any) -> subprocess.Popen[bytes]:
         return subprocess.Popen(self.argv(argv, env), **kwargs)
+
+
+def is_local(host: HostExec) -> bool:
+    return isinstance(host, LocalHost)
+
+
+def check_reachable(hosts: Sequence[HostExec], timeout: float = 30) -> list[str]:
+    """One line per host that cannot run `true` (unreachable, key refused, host key mismatch),
+    naming the host and ssh's own reason; all hosts are tried at once."""
+    procs = []
+    for host in hosts:
+        procs.append((host, subprocess.Popen(host.argv(["true"]), stdin=subprocess.DEVNULL,
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
+    problems = []
+    for host, proc in procs:
+        try:
+            _out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            problems.append(f"{host.name}: no answer within {timeout:.0f}s")
+            continue
+        if proc.returncode != 0:
+            lines = [line for line in err.decode(errors="replace").strip().splitlines() if line.strip()]
+            reason = lines[-1] if lines else f"exit status {proc.returncode}"
+            problems.append(f"{host.name}: cannot run commands there: {reason}")
+    return problems
 
 
 def host_exec(name: str | None, **ssh_settings: Any) -> HostExec:

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from cephscope.runner.clients import per_client_rows
 from cephscope.runner.step_system import (
     SYSTEM_COLUMNS,
     mode_window,
@@ -283,7 +284,25 @@ class RunDir:
             flat.update({a: format_value(v) for a, v in row["axes"].items()})
             writer.writerow(flat)
         atomic_write_text(self.path / "summary.csv", buf.getvalue())
+        self._write_client_summary(steps)
         return summary
+
+    def _write_client_summary(self, steps: list[Step]) -> None:
+        """summary-clients.csv: one row per step, mode and client of multi-client steps
+        (summary.csv keeps the aggregate row per step)."""
+        rows = []
+        for step in steps:
+            result = self.step_result(step)
+            if result is not None:
+                rows += per_client_rows(step.id, step.benchmark, result.get("results", []),
+                                        result.get("timestamps", {}).get("modes", {}))
+        if not rows:
+            return
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+        atomic_write_text(self.path / "summary-clients.csv", buf.getvalue())
 
 
 def load_baseline(run_dir: Path) -> dict[str, dict[str, dict[str, float]]]:

@@ -34,7 +34,7 @@ from cephscope.runner.search.settings import AdaptiveIterations, parse_iteration
 # accepted (so a CBT file loads as it is) with one warning line each.
 CBT_CLUSTER_KEYS_IGNORED = frozenset(
     {
-        "user", "head", "clients", "osds", "mons", "mgrs", "mdss", "rgws", "osds_per_node",
+        "mgrs", "mdss", "rgws", "osds_per_node",
         "fs", "mkfs_opts", "mount_opts", "rebuild_every_test", "tmp_dir", "archive_dir",
         "tmp_conf", "ceph_keyring", "ceph-osd_cmd", "ceph-mon_cmd", "ceph-run_cmd",
         "ceph-rgw_cmd", "ceph-mgr_cmd", "ceph-mds_cmd", "ceph-authtool_cmd", "rados_cmd",
@@ -51,8 +51,17 @@ CBT_CLUSTER_KEYS_IGNORED = frozenset(
 # `cluster:` keys cephscope acts on.
 CLUSTER_KEYS_USED = frozenset(
     {"use_existing", "iterations", "pool_profiles", "erasure_profiles", "conf_file", "clusterid",
-     "osd_ra"}
+     "osd_ra",
+     # where things run (CBT's names), and how the runner reaches them over SSH (cephscope's)
+     "head", "clients", "osds", "mons", "user",
+     "ssh_config", "ssh_port", "ssh_identity_file", "ssh_options"}
 )
+# A host name as ssh takes it (a name from ~/.ssh/config, a DNS name or an address).
+HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
+# A `-o` option for ssh: Key=Value, nothing a shell or ssh's parser could take for more.
+SSH_OPTION = re.compile(r"[A-Za-z]+=[A-Za-z0-9._,:/@%+-]+")
+# The placeholder a restart command carries for the OSD id (braces allowed there only).
+OSD_ID_PLACEHOLDER = "{id}"
 # Top-level keys.
 TOP_KEYS = frozenset(
     {"cluster", "benchmarks", "pool_profiles", "erasure_profiles", "iterations", "ceph_config",
@@ -144,6 +153,21 @@ class RestartSpec:
     timeout_seconds: float = 600.0
 
 
+@dataclass(frozen=True)
+class HostsSpec:
+    """Where benchmarks run and how the runner reaches other hosts (CBT's `cluster:` keys)."""
+
+    clients: tuple[str, ...] = ()  # empty: this machine, as before
+    head: str | None = None
+    osds: tuple[str, ...] = ()
+    mons: tuple[str, ...] = ()
+    user: str | None = None
+    ssh_config: str | None = None
+    ssh_port: int | None = None
+    ssh_identity_file: str | None = None
+    ssh_options: tuple[str, ...] = ()
+
+
 @dataclass
 class Spec:
     """A validated spec. `raw` is the plain data, `lines` maps key paths to YAML lines."""
@@ -167,6 +191,7 @@ class Spec:
     knobs: dict[str, Any] = field(default_factory=dict)
     benchmark_knobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     sysctl_on: dict[str, str] = field(default_factory=dict)  # `sysctl.<key>` -> osds|clients|all
+    hosts: HostsSpec = field(default_factory=lambda: HostsSpec())
 
     def line_of(self, path: tuple[Any, ...]) -> int | None:
         # Fall back to the closest enclosing key that has a line.
@@ -384,7 +409,7 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
         raise SpecError([f"{path}:1: the spec must be a mapping at the top level"])
     # Only what cephscope acts on is checked for shell metacharacters: an ignored CBT key
     # (a monitoring profile's `> {dir}/out`, a `*_cmd` path) is never used, let alone run.
-    c.shell_safe((), _acted_on(data, benchmark_classes))
+    c.shell_safe((), _acted_on(_without_osd_id_placeholder(data), benchmark_classes))
 
     for key in data:
         if key in TOP_KEYS:
@@ -417,6 +442,7 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
             spec.conf_file = cluster["conf_file"]
         else:
             c.error(("cluster", "conf_file"), cluster["conf_file"], "wrong type; expected str")
+    spec.hosts = _hosts(c, cluster)
     if "clusterid" in cluster:
         if isinstance(cluster["clusterid"], str) and cluster["clusterid"]:
             spec.cluster_name = cluster["clusterid"]
@@ -650,6 +676,72 @@ def _host_knobs(c: _Checker, spec: Spec, data: dict[str, Any], cluster: dict[str
             spec.knobs[f"sysctl.{key}"] = value
             if on != "osds":
                 spec.sysctl_on[f"sysctl.{key}"] = on
+def _without_osd_id_placeholder(data: dict[str, Any]) -> dict[str, Any]:
+    """The spec with `{id}` taken out of restart.command, the one place braces belong (the
+    runner substitutes the OSD id there; nothing else of the element may be a metacharacter)."""
+    restart = data.get("restart")
+    if not isinstance(restart, dict) or not isinstance(restart.get("command"), list):
+        return data
+    command = [a.replace(OSD_ID_PLACEHOLDER, "") if isinstance(a, str) else a
+               for a in restart["command"]]
+    return {**data, "restart": {**restart, "command": command}}
+
+
+def _host_names(c: _Checker, kp: tuple[Any, ...], value: Any) -> tuple[str, ...]:
+    """A host name or a list of them (CBT writes both)."""
+    values = value if isinstance(value, list) else [value]
+    names: list[str] = []
+    for i, v in enumerate(values):
+        vp = (*kp, i) if isinstance(value, list) else kp
+        if not isinstance(v, str) or not HOST_NAME.fullmatch(v):
+            c.error(vp, v, "not a host name (letters, digits, . _ : -)")
+        elif v in names:
+            c.error(vp, v, "host named twice")
+        else:
+            names.append(v)
+    return tuple(names)
+
+
+def _hosts(c: _Checker, cluster: dict[str, Any]) -> HostsSpec:
+    def kp(key: str) -> tuple[str, str]:
+        return ("cluster", key)
+
+    clients = _host_names(c, kp("clients"), cluster["clients"]) if "clients" in cluster else ()
+    osds = _host_names(c, kp("osds"), cluster["osds"]) if "osds" in cluster else ()
+    mons_raw = cluster.get("mons")
+    # CBT's mons may map host -> {mon id: address}; only the host names matter here.
+    mons = _host_names(c, kp("mons"), list(mons_raw) if isinstance(mons_raw, dict) else mons_raw) \
+        if mons_raw is not None else ()
+    head = _host_names(c, kp("head"), cluster["head"])[:1] if "head" in cluster else ()
+    user = cluster.get("user")
+    if user is not None and (not isinstance(user, str) or not re.fullmatch(r"[a-z_][a-z0-9_.-]*", user)):
+        c.error(kp("user"), user, "not a user name")
+        user = None
+    ssh_config = cluster.get("ssh_config")
+    if ssh_config is not None and (not isinstance(ssh_config, str) or not ssh_config):
+        c.error(kp("ssh_config"), ssh_config, "must be the path of an ssh_config file")
+        ssh_config = None
+    identity = cluster.get("ssh_identity_file")
+    if identity is not None and (not isinstance(identity, str) or not identity):
+        c.error(kp("ssh_identity_file"), identity, "must be the path of a private key")
+        identity = None
+    port = cluster.get("ssh_port")
+    if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536):
+        c.error(kp("ssh_port"), port, "must be a port number 1..65535")
+        port = None
+    options_raw = cluster.get("ssh_options", [])
+    options: list[str] = []
+    if not isinstance(options_raw, list):
+        c.error(kp("ssh_options"), options_raw, "must be a list of Key=Value ssh options")
+    else:
+        for i, option in enumerate(options_raw):
+            if not isinstance(option, str) or not SSH_OPTION.fullmatch(option):
+                c.error((*kp("ssh_options"), i), option, "not a Key=Value ssh option")
+            else:
+                options.append(option)
+    return HostsSpec(clients=clients, head=head[0] if head else None, osds=osds, mons=mons,
+                     user=user, ssh_config=ssh_config, ssh_port=port,
+                     ssh_identity_file=identity, ssh_options=tuple(options))
 
 
 def _restart(c: _Checker, rs: dict[str, Any]) -> RestartSpec:

@@ -33,6 +33,15 @@ from cephscope.runner.benchmarks.base import (
     LiveSample,
 )
 from cephscope.runner.cephclient import CephCli, CephError, CephTarget
+from cephscope.runner.clients import (
+    ClientsError,
+    SshSettings,
+    build_clients,
+    client_windows,
+    require_reachable,
+    start_skew,
+)
+from cephscope.runner.hostexec import HostExec
 from cephscope.runner.knobs.base import KnobError
 from cephscope.runner.knobs.ceph_config import ConfigManager, ConfigSnapshot
 from cephscope.runner.knobs.host import HostKnobs
@@ -106,6 +115,8 @@ class SweepOptions:
     step_timeout_seconds: float | None = None
     stop_on_failure: bool = False
     tty: bool | None = None
+    clients: tuple[str, ...] | None = None  # overrides the spec's cluster.clients
+    ssh: SshSettings = field(default_factory=SshSettings)
 
 
 @dataclass
@@ -148,6 +159,7 @@ class Sweep:
         self.annotator: GrafanaAnnotator | None = None
         self.failed: list[str] = []
         self.touched_cluster = False
+        self.clients: list[HostExec] = []  # empty: benchmarks run on this machine
 
     # ---- spec + cluster ------------------------------------------------------------------------
 
@@ -176,6 +188,12 @@ class Sweep:
             target = CephTarget.plain(o.conf or Path(spec.conf_file or DEFAULT_CONF),
                                       o.client_name, o.keyring, o.asok_dir, spec.cluster_name)
         self.target = target
+        names = o.clients if o.clients is not None else spec.hosts.clients
+        ssh = o.ssh.merged(spec.hosts, target.ssh_config)
+        try:
+            self.clients = build_clients(names, ssh, control_dir=None)
+        except ClientsError as exc:
+            raise SweepError(str(exc)) from exc
         if not Path(target.conf_path).exists():
             if o.dry_run:  # a dry run can plan without a cluster
                 return
@@ -272,6 +290,14 @@ class Sweep:
             if self.cli is not None:
                 self.cli.close()
             return 0
+        if self.clients:
+            # Unreachable client, refused key, host key mismatch: said before any change.
+            try:
+                require_reachable(self.clients)
+            except ClientsError as exc:
+                raise SweepError(str(exc)) from exc
+            self.log(f"benchmarks run on {len(self.clients)} client(s): "
+                     f"{', '.join(c.name for c in self.clients)}")
         resume = self.opts.resume_dir is not None
         if resume:
             assert self.opts.resume_dir is not None
@@ -498,7 +524,8 @@ class Sweep:
                 report_progress=self._live(progress),
                 env={**os.environ, "CEPH_CONF": str(self.cli.conf_path)},
                 timeout_seconds=self.opts.step_timeout_seconds
-                or max(600.0, 3 * cls.estimated_seconds(params)))
+                or max(600.0, 3 * cls.estimated_seconds(params)),
+                clients=self.clients)
             bench.prepare(ctx)
             ts["started"] = time.time()
             ts["dead_time_seconds"] = ts["started"] - ts["config_start"]
@@ -509,9 +536,20 @@ class Sweep:
             for mode in bench.modes():
                 self.metrics.set_mode(mode)
                 modes[mode] = {"start": time.time()}
-                bench.run(mode, ctx)
+                files = bench.run(mode, ctx)
                 modes[mode]["end"] = time.time()
-                results.append(bench.parse(mode, ctx).to_dict())
+                result = bench.parse(mode, ctx).to_dict()
+                if self.clients:
+                    names = [c.name for c in self.clients]
+                    result["clients"] = {name: r.to_dict()
+                                         for name, r in bench.parse_clients(mode, ctx).items()}
+                    modes[mode]["clients"] = client_windows(files, names)
+                    skew = start_skew(modes[mode]["clients"])
+                    modes[mode]["start_skew_seconds"] = skew
+                    if skew is not None:
+                        self.log(f"step {step.id} {mode}: {len(names)} clients, start skew "
+                                 f"{skew:.3f}s")
+                results.append(result)
             ts["ended"] = time.time()
             ts["modes"] = modes
             self.metrics.end_step(ts["ended"])

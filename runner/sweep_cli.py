@@ -9,8 +9,9 @@ from pathlib import Path
 
 from cephscope.runner.annotations import TOKEN_ENV
 from cephscope.runner.cephclient import CephError, CephTarget
+from cephscope.runner.clients import SshSettings
 from cephscope.runner.results import ResultsError
-from cephscope.runner.spec import RESTART_METHODS, SpecError
+from cephscope.runner.spec import RESTART_METHODS, SSH_OPTION, SpecError
 from cephscope.runner.sweep import (
     DEFAULT_POOL,
     DEFAULT_RBD_POOL,
@@ -57,6 +58,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                               f"{DEFAULT_RBD_POOL})")
     cluster.add_argument("--keep-pools", action="store_true",
                          help="keep the pools this run created")
+    hosts = parser.add_argument_group("clients (benchmarks on other hosts, over SSH)")
+    hosts.add_argument("--clients", metavar="HOST[,HOST…]",
+                       help="run every step's benchmark on these hosts at once (default: the "
+                       "spec's cluster.clients, else this machine)")
+    hosts.add_argument("--ssh-config", type=Path, metavar="FILE",
+                       help="ssh -F FILE (default: the spec's cluster.ssh_config, or the "
+                       "ssh_config of a multi-host --devcluster)")
+    hosts.add_argument("--ssh-user", help="remote user (default: spec cluster.user / ssh's)")
+    hosts.add_argument("--ssh-port", type=int, help="remote port (default: ssh's)")
+    hosts.add_argument("--ssh-identity-file", type=Path, metavar="FILE", help="private key")
+    hosts.add_argument("--ssh-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="extra ssh -o option (repeatable)")
+    hosts.add_argument("--ssh-connect-timeout", type=int, default=10, metavar="SECONDS")
     obs = parser.add_argument_group("observability")
     obs.add_argument("--metrics-port", type=int,
                      help="serve the runner's /metrics on 127.0.0.1:PORT (phase tagging)")
@@ -95,6 +109,10 @@ def options_from_args(args: argparse.Namespace, target: CephTarget | None = None
         baseline_dir=args.baseline, keep_pools=args.keep_pools, pool=args.pool, rbd_pool=args.rbd_pool,
         restart_method=args.restart_method, rolling=args.rolling,
         step_timeout_seconds=args.step_timeout, stop_on_failure=args.stop_on_failure,
+        clients=tuple(n for n in args.clients.split(",") if n) if args.clients else None,
+        ssh=SshSettings(config_file=args.ssh_config, user=args.ssh_user, port=args.ssh_port,
+                        identity_file=args.ssh_identity_file, options=tuple(args.ssh_option),
+                        connect_timeout=args.ssh_connect_timeout),
     )
 
 
@@ -104,6 +122,11 @@ def run(args: argparse.Namespace, target: CephTarget | None = None) -> int:
     if args.devcluster is not None and target is None:
         print("cephscope sweep: --devcluster is wired by the `cephscope` command "
               "(cephscope.sweep_command)", file=sys.stderr)
+        return 2
+    bad_options = [o for o in args.ssh_option if not SSH_OPTION.fullmatch(o)]
+    if bad_options:
+        print(f"cephscope sweep: --ssh-option {bad_options[0]!r}: not a Key=Value ssh option",
+              file=sys.stderr)
         return 2
     if (args.spec is None) == (args.resume is None):
         print("cephscope sweep: give either SPEC or --resume RUN_DIR", file=sys.stderr)

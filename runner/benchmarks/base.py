@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from cephscope.runner.hostexec import HostExec
+
 
 @dataclass(frozen=True)
 class ClusterAccess:
@@ -61,6 +63,33 @@ class BenchContext:
     # Extra environment for the tool (e.g. CEPH_CONF); never a shell.
     env: Mapping[str, str] = field(default_factory=dict)
     timeout_seconds: float = 3600.0
+    # Where the tool runs: every client at once (empty: this machine only, as one client).
+    clients: Sequence[HostExec] = ()
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One tool process of a step: on which client, and its index there and overall."""
+
+    client: HostExec | None  # None: this machine
+    index: int  # within the client
+    overall: int  # across all clients (live-figure aggregation)
+
+    @property
+    def label(self) -> str:
+        """File-name part naming the client ("" on this machine alone)."""
+        return "" if self.client is None else f"{self.client.name}."
+
+    @property
+    def client_name(self) -> str:
+        return "local" if self.client is None else self.client.name
+
+
+def client_slots(ctx: BenchContext, per_client: int) -> list[Slot]:
+    """`per_client` processes on every client of the step, client by client."""
+    clients: list[HostExec | None] = list(ctx.clients) or [None]
+    return [Slot(client, i, n * per_client + i)
+            for n, client in enumerate(clients) for i in range(per_client)]
 
 
 @dataclass
@@ -131,3 +160,7 @@ class Benchmark(abc.ABC):
 
     def cleanup(self, ctx: BenchContext) -> None:  # noqa: B027 - optional hook
         """Remove what prepare/run left in the cluster (called also after failures)."""
+
+    def parse_clients(self, mode: str, ctx: BenchContext) -> dict[str, BenchResult]:
+        """One result per client of a multi-client step (`parse` gives their aggregate)."""
+        return {}

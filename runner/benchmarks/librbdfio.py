@@ -37,6 +37,8 @@ from cephscope.runner.benchmarks.base import (
     BenchmarkError,
     BenchResult,
     LiveSample,
+    Slot,
+    client_slots,
 )
 from cephscope.runner.benchmarks.paramcheck import parse_size, positive, type_problems
 from cephscope.runner.benchmarks.toolproc import (
@@ -46,6 +48,7 @@ from cephscope.runner.benchmarks.toolproc import (
     run_tools,
     stderr_tail,
 )
+from cephscope.runner.hostexec import HostExec
 
 MIB = 1024 * 1024
 NS = 1e-9
@@ -458,12 +461,20 @@ class LibrbdFio(Benchmark):
         return not self.settings["use_existing_volumes"] and self.settings["mode"] in READ_MODES + MIXED_MODES
 
     # -- lifecycle -------------------------------------------------------------------------
-    def image_names(self, ctx: BenchContext) -> list[str]:
+    def client_images(self, ctx: BenchContext, client: HostExec | None) -> list[str]:
+        """The volumes one client writes: its own, so clients never share an image."""
         volumes = int(self.settings["volumes"])
         if self.settings["use_existing_volumes"]:
             base = str(self.settings["rbdname"])
             return [base] if volumes == 1 else [f"{base}-{i}" for i in range(volumes)]
-        return [f"cephscope-{ctx.step_id}-{i}" for i in range(volumes)]
+        tag = "" if client is None else f"{client.name}-"
+        return [f"cephscope-{ctx.step_id}-{tag}{i}" for i in range(volumes)]
+
+    def image_names(self, ctx: BenchContext) -> list[str]:
+        names: list[str] = []
+        for client in list(ctx.clients) or [None]:
+            names += [n for n in self.client_images(ctx, client) if n not in names]
+        return names
 
     def tool_env(self, ctx: BenchContext) -> dict[str, str]:
         # fio's rbd engine reads the cluster config from CEPH_CONF, extra options from CEPH_ARGS
@@ -551,26 +562,33 @@ class LibrbdFio(Benchmark):
             argv.append(f"--end_fsync={int(s['end_fsync'])}")
         return argv
 
+    def slots(self, ctx: BenchContext) -> list[Slot]:
+        return client_slots(ctx, int(self.settings["volumes"]) * int(self.settings["procs_per_volume"]))
+
+    def slot_paths(self, mode: str, ctx: BenchContext, slot: Slot) -> tuple[Path, Path]:
+        base = f"fio-{mode}.{slot.label}{slot.index}"
+        return ctx.step_dir / f"{base}.json", ctx.step_dir / f"{base}.stderr"
+
     def output_paths(self, mode: str, ctx: BenchContext) -> list[tuple[Path, Path]]:
-        count = int(self.settings["volumes"]) * int(self.settings["procs_per_volume"])
-        return [
-            (ctx.step_dir / f"fio-{mode}.{i}.json", ctx.step_dir / f"fio-{mode}.{i}.stderr")
-            for i in range(count)
-        ]
+        return [self.slot_paths(mode, ctx, slot) for slot in self.slots(ctx)]
 
     def run(self, mode: str, ctx: BenchContext) -> list[Path]:
-        fio = resolve_tool(str(self.settings["cmd_path"]))
-        images = self.image_names(ctx)
+        local_fio = resolve_tool(str(self.settings["cmd_path"]))
+        slots = self.slots(ctx)
         paths = self.output_paths(mode, ctx)
         aggregator = LiveAggregator(mode, len(paths), ctx.report_progress)
         commands = []
-        for index, (stdout_path, stderr_path) in enumerate(paths):
-            image = images[index % len(images)]
-            scanner = _StreamScanner(index, aggregator)
+        for slot, (stdout_path, stderr_path) in zip(slots, paths, strict=True):
+            images = self.client_images(ctx, slot.client)
+            image = images[slot.index % len(images)]
+            scanner = _StreamScanner(slot.overall, aggregator)
+            # a client resolves the tool on its own PATH
+            fio = local_fio if slot.client is None else str(self.settings["cmd_path"])
             commands.append(
                 ToolCommand(
-                    self.argv(ctx, fio, image, f"cephscope-{index}"),
+                    self.argv(ctx, fio, image, f"cephscope-{slot.index}"),
                     stdout_path, stderr_path, on_output=scanner.feed, env=self.tool_env(ctx),
+                    host=slot.client,
                 )
             )
         try:
@@ -580,11 +598,22 @@ class LibrbdFio(Benchmark):
         return [p for pair in paths for p in pair]
 
     def parse(self, mode: str, ctx: BenchContext) -> BenchResult:
-        reports = [parse_report_file(out, err) for out, err in self.output_paths(mode, ctx)]
+        return self._parse_slots(mode, ctx, self.slots(ctx))
+
+    def _parse_slots(self, mode: str, ctx: BenchContext, slots: Sequence[Slot]) -> BenchResult:
+        # Every process's json+ latency bins together: percentiles of the aggregate are exact.
+        reports = [parse_report_file(*self.slot_paths(mode, ctx, slot)) for slot in slots]
         try:
             return result_from_reports(mode, reports)
         except ValueError as exc:
             raise BenchmarkError(f"librbdfio {mode}: {exc} (files under {ctx.step_dir})") from exc
+
+    def parse_clients(self, mode: str, ctx: BenchContext) -> dict[str, BenchResult]:
+        if not ctx.clients:
+            return {}
+        slots = self.slots(ctx)
+        return {client.name: self._parse_slots(mode, ctx, [s for s in slots if s.client is client])
+                for client in ctx.clients}
 
     def cleanup(self, ctx: BenchContext) -> None:
         errors = []

@@ -36,6 +36,8 @@ from cephscope.runner.benchmarks.base import (
     BenchmarkError,
     BenchResult,
     LiveSample,
+    Slot,
+    client_slots,
 )
 from cephscope.runner.benchmarks.paramcheck import positive, type_problems
 from cephscope.runner.benchmarks.toolproc import (
@@ -44,6 +46,7 @@ from cephscope.runner.benchmarks.toolproc import (
     run_quick,
     run_tools,
 )
+from cephscope.runner.hostexec import HostExec
 
 MIB = 1024 * 1024
 READ_MODES = ("seq", "rand")
@@ -437,14 +440,21 @@ class RadosBench(Benchmark):
         key = "write_time" if mode == "write" else "read_time"
         return float(self.settings.get(key, self.settings["time"]))
 
-    def run_name(self, ctx: BenchContext, proc_index: int) -> str:
-        return f"{self.settings['object_set_id']}cephscope-{ctx.step_id}-{proc_index}"
+    def slots(self, ctx: BenchContext) -> list[Slot]:
+        return client_slots(ctx, int(self.settings["concurrent_procs"]))
 
-    def output_paths(self, mode: str, ctx: BenchContext, proc_index: int) -> tuple[Path, Path]:
-        base = f"radosbench-{mode}.{proc_index}"
+    def run_name(self, ctx: BenchContext, proc_index: int, client: HostExec | None = None) -> str:
+        """Distinct per process and client: each reads back and cleans up its own objects."""
+        tag = "" if client is None else f"{client.name}-"
+        return f"{self.settings['object_set_id']}cephscope-{ctx.step_id}-{tag}{proc_index}"
+
+    def output_paths(self, mode: str, ctx: BenchContext, proc_index: int,
+                     client: HostExec | None = None) -> tuple[Path, Path]:
+        base = f"radosbench-{mode}.{'' if client is None else client.name + '.'}{proc_index}"
         return ctx.step_dir / f"{base}.txt", ctx.step_dir / f"{base}.stderr"
 
-    def argv(self, mode: str, ctx: BenchContext, proc_index: int, rados: str) -> list[str]:
+    def argv(self, mode: str, ctx: BenchContext, proc_index: int, rados: str,
+             client: HostExec | None = None) -> list[str]:
         seconds = self._mode_seconds(mode)
         argv = [rados, *ctx.cluster.common_args(), "-p", ctx.pool, "bench", f"{seconds:g}", mode]
         argv += ["-t", str(self.settings["concurrent_ops"])]
@@ -457,43 +467,55 @@ class RadosBench(Benchmark):
             if self.settings["write_omap"]:
                 argv.append("--write-omap")
         # plain text on purpose: it is flushed every second (see the module docstring)
-        argv += ["--run-name", self.run_name(ctx, proc_index)]
+        argv += ["--run-name", self.run_name(ctx, proc_index, client)]
         return argv
 
     def run(self, mode: str, ctx: BenchContext) -> list[Path]:
-        rados = resolve_tool(self.settings["cmd_path"])
-        procs = int(self.settings["concurrent_procs"])
-        aggregator = LiveAggregator(mode, procs, int(self.settings["op_size"]), ctx.report_progress)
+        local_rados = resolve_tool(self.settings["cmd_path"])
+        slots = self.slots(ctx)
+        aggregator = LiveAggregator(mode, len(slots), int(self.settings["op_size"]),
+                                    ctx.report_progress)
         commands = []
-        for index in range(procs):
-            stdout_path, stderr_path = self.output_paths(mode, ctx, index)
-            scanner = _StreamScanner(index, aggregator)
+        for slot in slots:
+            stdout_path, stderr_path = self.output_paths(mode, ctx, slot.index, slot.client)
+            scanner = _StreamScanner(slot.overall, aggregator)
+            rados = local_rados if slot.client is None else str(self.settings["cmd_path"])
             commands.append(
                 ToolCommand(
-                    argv=self.argv(mode, ctx, index, rados),
+                    argv=self.argv(mode, ctx, slot.index, rados, slot.client),
                     stdout_path=stdout_path,
                     stderr_path=stderr_path,
                     on_output=scanner.feed,
                     env=dict(ctx.env),
+                    host=slot.client,
                 )
             )
         try:
             outcomes = run_tools(commands, ctx.timeout_seconds, f"radosbench {mode}")
         finally:
             aggregator.flush()
-        for index, outcome in enumerate(outcomes):
-            self._pids[index] = outcome.pid
+        for slot, outcome in zip(slots, outcomes, strict=False):
+            if slot.client is None:  # the pid names the objects' prefix on this machine only
+                self._pids[slot.index] = outcome.pid
         return [path for command in commands for path in (command.stdout_path, command.stderr_path)]
 
     def parse(self, mode: str, ctx: BenchContext) -> BenchResult:
-        outputs = []
-        for index in range(int(self.settings["concurrent_procs"])):
-            stdout_path, _stderr = self.output_paths(mode, ctx, index)
-            outputs.append(parse_output_file(stdout_path))
+        return self._parse_slots(mode, ctx, self.slots(ctx))
+
+    def _parse_slots(self, mode: str, ctx: BenchContext, slots: Sequence[Slot]) -> BenchResult:
+        outputs = [parse_output_file(self.output_paths(mode, ctx, s.index, s.client)[0])
+                   for s in slots]
         try:
             return result_from_outputs(mode, outputs)
         except ValueError as exc:
             raise BenchmarkError(f"radosbench {mode}: {exc} (files under {ctx.step_dir})") from exc
+
+    def parse_clients(self, mode: str, ctx: BenchContext) -> dict[str, BenchResult]:
+        if not ctx.clients:
+            return {}
+        slots = self.slots(ctx)
+        return {client.name: self._parse_slots(mode, ctx, [s for s in slots if s.client is client])
+                for client in ctx.clients}
 
     def cleanup(self, ctx: BenchContext) -> None:
         """Remove this step's bench objects, one run name per process.
@@ -503,17 +525,18 @@ class RadosBench(Benchmark):
         """
         rados = resolve_tool(self.settings["cmd_path"])
         errors = []
-        for index in range(int(self.settings["concurrent_procs"])):
+        for slot in self.slots(ctx):
+            index = slot.index
             base = [rados, *ctx.cluster.common_args(), "-p", ctx.pool, "cleanup"]
             done = run_quick(
-                [*base, "--run-name", self.run_name(ctx, index)],
+                [*base, "--run-name", self.run_name(ctx, index, slot.client)],
                 min(ctx.timeout_seconds, 600),
                 "radosbench cleanup",
                 ctx.env,
             )
             if done.returncode == 0:
                 continue
-            pid = self._pids.get(index)
+            pid = self._pids.get(index) if slot.client is None else None
             if pid is not None:
                 prefix = f"benchmark_data_{socket.gethostname()[:29]}_{pid}"
                 done = run_quick(

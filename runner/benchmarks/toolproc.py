@@ -3,6 +3,13 @@
 Each process's stdout goes to a file and, chunk by chunk as it arrives, to a callback so the
 benchmark can report live per-second figures. The whole group shares one deadline; on timeout
 every process of the group is killed (only those, by pid) and a `BenchmarkError` is raised.
+
+A command for another host runs there through its `HostExec` (SSH) under a small guard
+(`REMOTE_GUARD`, python3 on the client): the tool runs in its own process group, which the
+guard kills as soon as the SSH session ends — when the runner kills the local ssh, dies, or
+the connection drops — so no benchmark outlives its step on any client. The guard also writes
+the tool's start and end time (the client's clock) to stderr, from which the start skew
+across clients is measured.
 """
 
 from __future__ import annotations
@@ -18,8 +25,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cephscope.runner.benchmarks.base import BenchmarkError
+from cephscope.runner.hostexec import HostExec, is_local
 
 STDERR_TAIL_CHARS = 2000
+GUARD_MARK = "cephscope-guard:"
+# Runs on the client: `python3 -c REMOTE_GUARD tool args…` (every element quoted by HostExec).
+REMOTE_GUARD = """\
+import os, signal, subprocess, sys, threading, time
+tool = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, start_new_session=True)
+sys.stderr.write("%s started %.6f pid %d\\n" % (MARK, time.time(), tool.pid)); sys.stderr.flush()
+def watch():
+    while os.read(0, 65536):  # until EOF: the SSH session is gone
+        pass
+    try:
+        os.killpg(tool.pid, signal.SIGKILL)
+    except OSError:
+        pass
+threading.Thread(target=watch, daemon=True).start()
+code = tool.wait()
+sys.stderr.write("%s ended %.6f status %d\\n" % (MARK, time.time(), code)); sys.stderr.flush()
+os._exit(code if code >= 0 else 128 - code)
+""".replace("MARK", repr(GUARD_MARK))
 
 
 @dataclass
@@ -32,6 +58,11 @@ class ToolCommand:
     # called with every decoded chunk of stdout as it arrives (from a reader thread)
     on_output: Callable[[str], None] | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    host: HostExec | None = None  # None: this machine
+
+    @property
+    def where(self) -> str:
+        return "" if self.host is None or is_local(self.host) else f" on {self.host.name}"
 
 
 @dataclass
@@ -40,6 +71,29 @@ class ToolOutcome:
     returncode: int
     pid: int
     elapsed_seconds: float
+
+
+def _local_argv(command: ToolCommand) -> tuple[list[str], dict[str, str] | None]:
+    """The argv to start here and the environment to give it."""
+    if command.host is None or is_local(command.host):
+        env = dict(os.environ)
+        env.update(command.env)
+        return list(command.argv), env
+    # Remotely only the tool's own settings travel (CEPH_CONF, CEPH_ARGS), not our environment.
+    remote_env = {k: v for k, v in command.env.items() if k.startswith("CEPH_")}
+    return command.host.argv(["python3", "-c", REMOTE_GUARD, *command.argv], env=remote_env), None
+
+
+def guard_times(stderr_path: Path) -> dict[str, float]:
+    """`started` / `ended` (client clock) of a remote tool, from its guard's stderr lines."""
+    times: dict[str, float] = {}
+    with contextlib.suppress(OSError):
+        for line in stderr_path.read_text(errors="replace").splitlines():
+            if line.startswith(GUARD_MARK):
+                parts = line.split()
+                with contextlib.suppress(IndexError, ValueError):
+                    times[parts[1]] = float(parts[2])
+    return times
 
 
 def resolve_tool(name_or_path: str) -> str:
@@ -99,13 +153,13 @@ def run_tools(
     try:
         for command in commands:
             command.stdout_path.parent.mkdir(parents=True, exist_ok=True)
-            env = dict(os.environ)
-            env.update(command.env)
+            argv, env = _local_argv(command)
             stderr_file = command.stderr_path.open("wb")
             try:
                 proc = subprocess.Popen(
-                    list(command.argv),
-                    stdin=subprocess.DEVNULL,
+                    argv,
+                    # A remote guard ends its tool when this pipe closes (never written to).
+                    stdin=subprocess.DEVNULL if env is not None else subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=stderr_file,
                     env=env,
@@ -127,20 +181,27 @@ def run_tools(
             procs.append((command, proc, reader))
 
         deadline = started + timeout_seconds
-        outcomes: list[ToolOutcome] = []
-        for command, proc, reader in procs:
-            remaining = max(0.0, deadline - time.monotonic())
-            try:
-                returncode = proc.wait(timeout=remaining)
-            except subprocess.TimeoutExpired as exc:
-                raise BenchmarkError(
-                    f"{what}: {Path(command.argv[0]).name} did not finish within "
-                    f"{timeout_seconds:g} s (killed); output so far in {command.stdout_path}"
-                ) from exc
-            reader.join(timeout=max(1.0, deadline - time.monotonic()))
-            outcomes.append(
-                ToolOutcome(command, returncode, proc.pid, time.monotonic() - started)
-            )
+        finished: dict[int, ToolOutcome] = {}
+        # Poll them all: the first failure (a client gone mid-step) ends the others at once.
+        while len(finished) < len(procs):
+            for index, (command, proc, _reader) in enumerate(procs):
+                if index not in finished and (returncode := proc.poll()) is not None:
+                    finished[index] = ToolOutcome(command, returncode, proc.pid,
+                                                  time.monotonic() - started)
+            if any(o.returncode != 0 for o in finished.values()):
+                break
+            if len(finished) < len(procs):
+                if time.monotonic() > deadline:
+                    command = next(c for i, (c, _p, _r) in enumerate(procs) if i not in finished)
+                    raise BenchmarkError(
+                        f"{what}: {Path(command.argv[0]).name}{command.where} did not finish "
+                        f"within {timeout_seconds:g} s (killed); output so far in "
+                        f"{command.stdout_path}")
+                time.sleep(0.05)
+        for index, (_command, _proc, reader) in enumerate(procs):
+            if index in finished:
+                reader.join(timeout=max(1.0, deadline - time.monotonic()))
+        outcomes = [finished[i] for i in sorted(finished)]
     finally:
         # kill whatever of ours is still running (timeout, error, Ctrl-C)
         for _command, proc, _reader in procs:
@@ -152,10 +213,15 @@ def run_tools(
 
     for outcome in outcomes:
         if outcome.returncode != 0:
-            tail = stderr_tail(outcome.command.stderr_path)
+            command = outcome.command
+            tail = stderr_tail(command.stderr_path)
+            if command.where and outcome.returncode == 255 and GUARD_MARK not in tail:
+                reason = f"lost the SSH connection to {command.host.name}"  # type: ignore[union-attr]
+            else:
+                reason = f"exited with status {outcome.returncode}"
             raise BenchmarkError(
-                f"{what}: {Path(outcome.command.argv[0]).name} exited with status "
-                f"{outcome.returncode} (stderr {outcome.command.stderr_path}):\n{tail}"
+                f"{what}: {Path(command.argv[0]).name}{command.where} {reason} "
+                f"(stderr {command.stderr_path}):\n{tail}"
             )
     return outcomes
 

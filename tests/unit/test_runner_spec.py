@@ -157,8 +157,9 @@ def test_cbt_file_accepted_with_one_warning_per_ignored_key():
     assert spec.pool_profiles["rbd"].replication == 3
     ec = spec.pool_profiles["ec21"]
     assert (ec.is_erasure, ec.erasure_k, ec.erasure_m, ec.pg_num) == (True, 2, 1, 32)
-    ignored = ["user", "head", "clients", "osds", "mons", "fs", "mkfs_opts", "mount_opts",
-               "rebuild_every_test", "tmp_dir"]
+    assert (spec.hosts.user, spec.hosts.head, spec.hosts.clients, spec.hosts.osds,
+            spec.hosts.mons) == ("cbt", "head", ("client1",), ("osd1",), ("mon1",))
+    ignored = ["fs", "mkfs_opts", "mount_opts", "rebuild_every_test", "tmp_dir"]
     for key in ignored:
         assert sum(f"cluster.{key}:" in w for w in spec.warnings) == 1, key
     assert any("cluster.use_existing" in w and "using the cluster you are pointed at" in w
@@ -196,3 +197,60 @@ def test_invalid_yaml_names_line():
 def test_duplicate_axis_value():
     problems = errors(GOOD.replace("[4096, 65536]", "[4096, 4096]"))
     assert "axis holds the same value twice" in problems[0]
+
+
+def test_restart_command_with_osd_id_placeholder_validates():
+    spec = load(GOOD + textwrap.dedent("""\
+    restart:
+      method: command
+      command: [ssh, osd-host, systemctl, restart, "ceph-osd@{id}"]
+    """))
+    assert spec.restart.command == ("ssh", "osd-host", "systemctl", "restart", "ceph-osd@{id}")
+
+
+@pytest.mark.parametrize("element", ["ceph-osd@{id};reboot", "{osd}", "$(id){id}", "{id}}"])
+def test_restart_command_braces_allowed_only_as_the_placeholder(element):
+    problems = errors(GOOD + textwrap.dedent(f"""\
+    restart:
+      method: command
+      command: [systemctl, restart, "{element}"]
+    """))
+    assert any("restart.command" in p and "metacharacter" in p for p in problems), problems
+
+
+def test_cluster_hosts_and_ssh_settings():
+    spec = load("""\
+    cluster:
+      user: ceph
+      clients: [client1, "10.0.0.7"]
+      ssh_config: /etc/cephscope/ssh_config
+      ssh_port: 2222
+      ssh_identity_file: /root/.ssh/id_bench
+      ssh_options: [ConnectionAttempts=2, "ProxyJump=jump.example"]
+    benchmarks:
+      radosbench: {time: 5}
+    """)
+    h = spec.hosts
+    assert h.clients == ("client1", "10.0.0.7") and h.user == "ceph" and h.ssh_port == 2222
+    assert h.ssh_options == ("ConnectionAttempts=2", "ProxyJump=jump.example")
+    assert h.ssh_config == "/etc/cephscope/ssh_config"
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("clients: [-oProxyCommand=x]", "cluster.clients[0]: '-oProxyCommand=x': not a host name"),
+        ("clients: [a, a]", "cluster.clients[1]: 'a': host named twice"),
+        ("ssh_options: ['ProxyCommand=nc %h']", "cluster.ssh_options[0]"),
+        ("ssh_port: 70000", "cluster.ssh_port: 70000: must be a port number"),
+        ("user: 'Root User'", "cluster.user"),
+    ],
+)
+def test_cluster_hosts_bad_values_name_the_key(line, message):
+    problems = errors(f"""\
+    cluster:
+      {line}
+    benchmarks:
+      radosbench: {{time: 5}}
+    """)
+    assert any(message in p for p in problems), problems
