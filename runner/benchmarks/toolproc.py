@@ -208,6 +208,8 @@ def run_tools(
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+            if proc.stdin is not None:  # EOF for a remote guard: it ends its tool
+                proc.stdin.close()
         for _command, _proc, reader in procs:
             reader.join(timeout=5)
 

@@ -1,0 +1,205 @@
+"""Benchmarks on several clients: the remote guard, reachability errors, per-client windows and
+rows, and a restart command carrying {id} run from a spec file through a whole sweep.
+
+A "remote" host here is this machine behind `sh -c LINE`, exactly what sshd does with the line
+ssh sends, so quoting, the guard and its process-group kill are the real ones."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cephscope.runner import sweep as sweep_module
+from cephscope.runner.benchmarks.base import BenchmarkError
+from cephscope.runner.benchmarks.toolproc import ToolCommand, guard_times, run_tools
+from cephscope.runner.clients import (
+    ClientsError,
+    SshSettings,
+    build_clients,
+    client_windows,
+    per_client_rows,
+    require_reachable,
+    start_skew,
+)
+from cephscope.runner.hostexec import SshHost
+from cephscope.runner.spec import HostsSpec
+from cephscope.runner.sweep import SweepOptions
+from tests.unit.runner_fakes import FakeCluster
+from tests.unit.test_runner_sweep import FakeSweep
+
+
+@dataclass
+class ShellHost:
+    """A host whose command line goes through `sh -c`, as sshd hands it to the login shell.
+    The trailing `exit` keeps sh as the guard's parent (ssh stays between runner and guard too)."""
+
+    name: str
+
+    def argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+        prefix = ["env", *(f"{k}={v}" for k, v in (env or {}).items())] if env else []
+        return ["sh", "-c", shlex.join([*prefix, *argv]) + "; exit $?"]
+
+    def run(self, argv: Sequence[str], **kw: Any) -> subprocess.CompletedProcess[bytes]:
+        raise NotImplementedError
+
+    def popen(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
+              **kw: Any) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(self.argv(argv, env), **kw)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_remote_tool_runs_under_the_guard_with_quoted_argv_and_ceph_env(tmp_path: Path) -> None:
+    hostile = ["a b", "$(touch /tmp/cephscope-pwned)", "x;y", "{id}", "'q'"]
+    code = ("import os,sys,json;print(json.dumps([sys.argv[1:], os.environ.get('CEPH_CONF'),"
+            " os.environ.get('HOME_SECRET')]))")
+    cmd = ToolCommand([sys.executable, "-c", code, *hostile], tmp_path / "out", tmp_path / "err",
+                      env={"CEPH_CONF": "/x y/ceph.conf", "HOME_SECRET": "local only"},
+                      host=ShellHost("client1"))
+    run_tools([cmd], 60, "test")
+    argv, conf, secret = json.loads((tmp_path / "out").read_text())
+    assert argv == hostile and conf == "/x y/ceph.conf"
+    assert secret is None  # only the tool's CEPH_* settings travel to a client
+    times = guard_times(tmp_path / "err")
+    assert times["started"] <= times["ended"]
+    assert not Path("/tmp/cephscope-pwned").exists()
+
+
+def test_a_failing_client_ends_the_others_and_no_tool_outlives_the_step(tmp_path: Path) -> None:
+    pid_file = tmp_path / "sleeper.pid"
+    sleeper = (f"import os,time,pathlib;pathlib.Path({str(pid_file)!r})"
+               ".write_text(str(os.getpid()));time.sleep(60)")
+    failer = "import time,sys;time.sleep(1.5);sys.stderr.write('rbd: connection lost\\n');sys.exit(3)"
+    commands = [
+        ToolCommand([sys.executable, "-c", sleeper], tmp_path / "a.out", tmp_path / "a.err",
+                    host=ShellHost("client1")),
+        ToolCommand([sys.executable, "-c", failer], tmp_path / "b.out", tmp_path / "b.err",
+                    host=ShellHost("client2")),
+    ]
+    started = time.monotonic()
+    with pytest.raises(BenchmarkError, match=r"on client2 exited with status 3"):
+        run_tools(commands, 120, "radosbench write")
+    assert time.monotonic() - started < 30  # did not wait for the 60 s sleeper
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+        pytest.fail("the other client's tool outlived its step")
+
+
+def test_reachability_names_the_host_and_ssh_reason(tmp_path: Path) -> None:
+    fake_ssh = tmp_path / "ssh"
+    fake_ssh.write_text("#!/bin/sh\necho 'Host key verification failed.' >&2\nexit 255\n")
+    fake_ssh.chmod(0o755)
+    clients = [SshHost("client2", ssh_bin=str(fake_ssh))]
+    with pytest.raises(ClientsError,
+                       match=r"client2: cannot run commands there: Host key verification failed\."):
+        require_reachable(clients)
+    require_reachable([SshHost("ok", ssh_bin="/bin/true")])
+
+
+def test_build_clients_merges_flags_over_spec() -> None:
+    spec_hosts = HostsSpec(clients=("c1", "c2"), user="ceph", ssh_port=2222,
+                           ssh_config="/etc/cs/ssh_config", ssh_options=("ConnectionAttempts=2",))
+    ssh = SshSettings(user="root", options=("ServerAliveInterval=5",)).merged(spec_hosts)
+    c1, _c2 = build_clients(spec_hosts.clients, ssh, control_dir=None)
+    argv = c1.argv(["true"])
+    assert argv[:3] == ["ssh", "-F", "/etc/cs/ssh_config"]
+    assert argv[argv.index("-l"):argv.index("-l") + 2] == ["-l", "root"]
+    assert argv[argv.index("-p"):argv.index("-p") + 2] == ["-p", "2222"]
+    assert "ConnectionAttempts=2" in argv and "ServerAliveInterval=5" in argv
+    assert build_clients(["localhost"], ssh, None) == []
+    with pytest.raises(ClientsError, match="'local' with other clients"):
+        build_clients(["c1", "local"], ssh, None)
+
+
+def test_client_windows_skew_and_rows(tmp_path: Path) -> None:
+    for name, start, end in (("client1", 100.0, 110.0), ("client2", 100.4, 111.0)):
+        for i, delta in enumerate((0.0, 0.2)):
+            (tmp_path / f"fio-randwrite.{name}.{i}.stderr").write_text(
+                f"cephscope-guard: started {start + delta:.6f} pid 1\nnoise\n"
+                f"cephscope-guard: ended {end - delta:.6f} status 0\n")
+    files = sorted(tmp_path.iterdir())
+    windows = client_windows(files, ["client1", "client2"])
+    assert windows == {"client1": {"started": 100.0, "ended": 110.0},
+                       "client2": {"started": 100.4, "ended": 111.0}}
+    assert start_skew(windows) == pytest.approx(0.4)
+    assert start_skew({"client1": windows["client1"]}) is None
+    results = [{"mode": "randwrite", "clients": {
+        "client1": {"iops": 10.0, "latency_percentiles_seconds": {"99": 0.5}, "ops": 100},
+        "client2": {"iops": 12.0, "latency_percentiles_seconds": {"99.0": 0.7}, "ops": 120}}}]
+    rows = per_client_rows("s1", "librbdfio", results, {"randwrite": {"clients": windows}})
+    assert [(r["client"], r["iops"], r["latency_p99_seconds"], r["start"]) for r in rows] == [
+        ("client1", 10.0, 0.5, 100.0), ("client2", 12.0, 0.7, 100.4)]
+
+
+SPEC_WITH_COMMAND_RESTART = """\
+ceph_config:
+  osd_op_num_shards: [2, 4]
+restart:
+  method: command
+  command: [{script}, "osd-{{id}}"]
+benchmarks:
+  radosbench:
+    op_size: 4096
+    time: 5
+    write_only: true
+"""
+
+
+class CommandRestartSweep(FakeSweep):
+    """The fake cluster, restarted through the spec's own command method (a real argv run)."""
+
+    def connect(self, spec: Any) -> None:
+        super().connect(spec)
+        command = sweep_module.make_restart_method("command", self.cluster, None,  # type: ignore[arg-type]
+                                                   spec.restart.command)
+        cluster = self.cluster
+
+        class Both:
+            name = "command"
+
+            def restart(self, osd_ids: Sequence[int], timeout_seconds: float) -> None:
+                command.restart(osd_ids, timeout_seconds)
+                cluster.restart(osd_ids, timeout_seconds)
+
+        assert self.config is not None
+        self.config = type(self.config)(self.cluster, Both(), lambda i: None,  # type: ignore[arg-type]
+                                        log=lambda m: None, poll_seconds=0.01, timeout_seconds=5)
+
+
+def test_sweep_from_spec_file_with_command_restart_method(tmp_path: Path) -> None:
+    marker = tmp_path / "restarted"
+    spec_path = tmp_path / "cmd.yaml"
+    script = tmp_path / "record-restart"
+    script.write_text(f"#!/bin/sh\necho \"$1\" >> {marker}\n")
+    script.chmod(0o755)
+    spec_path.write_text(SPEC_WITH_COMMAND_RESTART.format(script=script))
+    cluster = FakeCluster()
+    opts = SweepOptions(spec_path=spec_path, results_dir=tmp_path / "run",
+                        metrics_linger_seconds=0, tty=False)
+    assert CommandRestartSweep(opts, cluster).run() == 0
+    lines = marker.read_text().split()
+    # every OSD restarted with {id} substituted: once per shard value, once for the restore
+    assert sorted(set(lines)) == ["osd-0", "osd-1", "osd-2"]
+    assert len(lines) == 3 * len(cluster.restarts)
