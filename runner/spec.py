@@ -56,8 +56,9 @@ CLUSTER_KEYS_USED = frozenset(
      "head", "clients", "osds", "mons", "user",
      "ssh_config", "ssh_port", "ssh_identity_file", "ssh_options"}
 )
-# A host name as ssh takes it (a name from ~/.ssh/config, a DNS name or an address).
-HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
+# A host as ssh takes it (a name from ~/.ssh/config, a DNS name or an address), optionally
+# `user@host` as CBT writes it.
+HOST_NAME = re.compile(r"(?:[a-z_][a-z0-9_.-]*@)?[A-Za-z0-9][A-Za-z0-9._:-]*")
 # A `-o` option for ssh: Key=Value, nothing a shell or ssh's parser could take for more.
 SSH_OPTION = re.compile(r"[A-Za-z]+=[A-Za-z0-9._,:/@%+-]+")
 # The placeholder a restart command carries for the OSD id (braces allowed there only).
@@ -693,8 +694,10 @@ def _host_names(c: _Checker, kp: tuple[Any, ...], value: Any) -> tuple[str, ...]
     names: list[str] = []
     for i, v in enumerate(values):
         vp = (*kp, i) if isinstance(value, list) else kp
-        if not isinstance(v, str) or not HOST_NAME.fullmatch(v):
-            c.error(vp, v, "not a host name (letters, digits, . _ : -)")
+        if isinstance(v, str) and v.startswith("^"):
+            c.warn(vp, f"{v!r}: a pdsh host-list file; cephscope does not read it (list the hosts)")
+        elif not isinstance(v, str) or not HOST_NAME.fullmatch(v):
+            c.error(vp, v, "not a host name ([user@]host: letters, digits, . _ : -)")
         elif v in names:
             c.error(vp, v, "host named twice")
         else:

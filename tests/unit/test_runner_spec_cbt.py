@@ -37,7 +37,9 @@ def test_radosbench_examples_load_with_their_axes_and_iterations() -> None:
         steps = generate_steps(spec)
         assert len(steps) == 3 * len(bench["op_size"])  # op_size axis x 3 iterations
         warned = "\n".join(spec.warnings)
-        for key in ("cluster.head", "cluster.tmp_dir", "benchmarks.radosbench.use_existing",
+        # cluster.head/clients/osds/mons are used (where benchmarks run), not warned about
+        assert spec.hosts.clients and spec.hosts.head, name
+        for key in ("cluster.tmp_dir", "benchmarks.radosbench.use_existing",
                     "replication 'replicated'"):
             assert key in warned, (name, key)
     assert "cluster.ceph.conf" in "\n".join(_load("example-3x-radosbench.yaml").warnings)
