@@ -19,7 +19,7 @@ from cephscope.runner.results import RunDir, atomic_write_json
 from cephscope.runner.search.engine import Outcome, Search, metric_key
 from cephscope.runner.search.measure import result_metrics
 from cephscope.runner.search.schedule import BudgetError
-from cephscope.runner.search.settings import AdaptiveIterations, SearchSettings
+from cephscope.runner.search.settings import AdaptiveIterations, Objective, SearchSettings
 from cephscope.runner.search.space import Candidate, Space, label
 from cephscope.runner.stats import summarize
 from cephscope.runner.steps import Step, step_id
@@ -51,7 +51,8 @@ def make_plan(steps: Sequence[Step], restart_options: set[str],
               adaptive: AdaptiveIterations | None,
               profiles: Mapping[str, Mapping[str, Any]] | None = None) -> LivePlan:
     """The search space from the grid steps (iteration 0 of each combination)."""
-    settings = settings or SearchSettings()
+    # adaptive repetition without a search section: the grid, judged by IOPS
+    settings = settings or SearchSettings(objectives=(Objective("iops", "maximize"),))
     base = [s for s in steps if s.iteration == 0]
     if len({s.benchmark for s in base}) > 1:
         raise SearchPlanError("search: a search runs one benchmark; this sweep has "

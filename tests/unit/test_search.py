@@ -264,3 +264,17 @@ def test_pareto_front_of_a_run_with_plot(tmp_path: Path) -> None:
     assert png.read_bytes()[:4] == b"\x89PNG"
     lines, plots = report_lines(run, tmp_path / "plots")
     assert any(line.startswith("Pareto front") for line in lines) and plots
+
+
+def test_adaptive_iterations_without_search_section(tmp_path: Path) -> None:
+    from cephscope.runner.search.live import expected, make_plan
+    from cephscope.runner.steps import generate_steps
+
+    path = tmp_path / "s.yaml"
+    path.write_text("iterations: {min: 2, max: 6, ci: 5%}\n"
+                    "benchmarks: {radosbench: {concurrent_ops: [1, 16], time: 3}}\n")
+    spec = load_spec(path)
+    plan = make_plan(generate_steps(spec), set(), spec.search, spec.iterations, spec.adaptive)
+    assert plan.settings.primary == Objective("iops", "maximize")
+    assert expected(plan)[-1] == ("expected: full grid: 4 steps, 12 benchmark-seconds, "
+                                  "0 restart(s), up to 12 steps with iterations up to 6")
