@@ -439,7 +439,8 @@ class Sweep:
                      if current is not None else None)
 
         def run_step(step: Step) -> str | None:
-            progress = Progress([step], [step], self.benchmarks, tty=False, log=self.log)
+            # numbered among the steps asked so far (the search decides how many there are)
+            progress = Progress(rd.steps(), [step], self.benchmarks, tty=False, log=self.log)
             progress.start(step)
             error = self._run_one(spec, step, baseline.get(step.id), progress)
             progress.finish(step, rd.step_result(step), error)
