@@ -85,7 +85,10 @@ def run_sweep(
         run_dir=run_dir,
         start=min(r["start"] for r in rows),
         end=max(r["end"] for r in rows),
-        last_step_middle=(last["start"] + last["end"]) / 2,
+        # Just before the last step's end, not its middle: an 8 s step at a 5 s scrape
+        # interval may have no scrape between its start and its middle, and then an instant
+        # query there finds no cephscope_step_info.
+        last_step_middle=last["end"] - 0.5,
         steps=rows,
     )
 

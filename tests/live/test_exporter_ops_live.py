@@ -12,6 +12,7 @@ import subprocess
 import time
 from typing import Any
 
+from cephscope.dashboards import rule_names as names
 from cephscope.deploy.devcluster import DevCluster
 from cephscope.deploy.stack import Stack, http_get
 from cephscope.exporter.asok import AsokClient
@@ -119,6 +120,6 @@ def check_under_rados_bench(devcluster: DevCluster, stack: Stack, osds: list[str
     assert len(stack.wait_for_series('cephscope_osd_op_shards{job="cephscope-exporter"}',
                                      timeout=20)) == len(osds)
     waits = stack.wait_for_series(
-        'ceph_daemon:cephscope_osd_op_queue_wait_seconds:avg_rate{op="w"}', timeout=25)
+        f'{names.OSD_OP_QUEUE_WAIT}{{op="w"}}', timeout=25)
     assert {w["metric"]["ceph_daemon"] for w in waits} <= set(osds)
     assert all(0 <= float(w["value"][1]) < 10 for w in waits)

@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from cephscope.dashboards import rule_names as names
 from cephscope.deploy.devcluster import DevCluster
 from cephscope.deploy.stack import Stack
 from cephscope.exporter.asok import discover_daemons
@@ -76,12 +77,9 @@ def test_recording_rules_see_each_osd_write_during_rados_bench(
     try:
         deadline = time.monotonic() + 60
         while True:
-            iops = by_daemon(stack.query(
-                'ceph_daemon_device:node_disk_writes_completed:rate{role="data"}'))
-            awaits = by_daemon(stack.query(
-                'ceph_daemon_device:node_disk_write_await_seconds:rate{role="data"}'))
-            tx = by_daemon(stack.query(
-                'ceph_daemon_network:node_network_transmit_bytes:rate{network="public"}'))
+            iops = by_daemon(stack.query(f'{names.DEVICE_WRITES}{{role="data"}}'))
+            awaits = by_daemon(stack.query(f'{names.DEVICE_WRITE_AWAIT}{{role="data"}}'))
+            tx = by_daemon(stack.query(f'{names.NETWORK_TRANSMIT_BYTES}{{network="public"}}'))
             if (set(iops) == expected and all(float(s["value"][1]) > 0 for s in iops.values())
                     and set(awaits) == expected and set(tx) == expected):
                 break
@@ -96,9 +94,9 @@ def test_recording_rules_see_each_osd_write_during_rados_bench(
         assert math.isfinite(await_seconds) and 0 <= await_seconds < 10, (daemon, await_seconds)
         assert float(tx[daemon]["value"][1]) > 0  # lo carried the bench's traffic
     # the other rules of the file produce a finite figure per OSD too
-    for rule in ("node_disk_io_util", "node_disk_queue_size", "node_disk_written_bytes",
-                 "node_disk_read_await_seconds"):
-        got = by_daemon(stack.query(f'ceph_daemon_device:{rule}:rate{{role="data"}}'))
+    for rule in (names.DEVICE_UTIL, names.DEVICE_QUEUE_SIZE, names.DEVICE_WRITTEN_BYTES,
+                 names.DEVICE_READ_AWAIT):
+        got = by_daemon(stack.query(f'{rule}{{role="data"}}'))
         assert set(got) == expected, rule
         assert all(math.isfinite(float(s["value"][1])) for s in got.values()), (rule, got)
 
