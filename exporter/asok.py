@@ -469,6 +469,10 @@ def fetch_concurrently(
             if ex.sock is not None:
                 ex.sock.close()
         selector.close()
+        # The nested functions reach each other through closure cells: a reference cycle
+        # that would keep ``results`` (every reply of the scrape) alive until a full GC
+        # pass. Break it so the replies go as soon as the caller drops them.
+        start_path = start_next = finish = connect = on_ready = None  # type: ignore[assignment]
     return results
 
 

@@ -263,6 +263,9 @@ class Scraper:
                 "collectors not finished before the scrape deadline (exporter too slow)",
                 extra={"fields": {"daemons": ",".join(sorted(late)), "count": len(late)}},
             )
+        for future, session in daemon_futures.items():
+            if future.done():
+                session.release()
         # Collector order first, daemons sorted within: stable exposition.
         for collector in self.daemon_collectors:
             for name in sorted(outcomes):
