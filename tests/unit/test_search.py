@@ -278,3 +278,27 @@ def test_adaptive_iterations_without_search_section(tmp_path: Path) -> None:
     assert plan.settings.primary == Objective("iops", "maximize")
     assert expected(plan)[-1] == ("expected: full grid: 4 steps, 12 benchmark-seconds, "
                                   "0 restart(s), up to 12 steps with iterations up to 6")
+
+
+@pytest.mark.parametrize(("search", "benchmarks", "error"), [
+    ("{method: bayes, budget: {seconds: 1}}", "{radosbench: {time: 5}}",
+     "smaller than one step"),
+    ("{method: halving, budget: {seconds: 20}}", "{radosbench: {time: 5}}",
+     "smaller than one pass of successive halving"),
+    ("{method: bayes}", "{radosbench: {time: 5}}", "needs a budget"),
+    ("{method: halving, budget: {steps: 9}}",
+     "{radosbench: {time: 5}, librbdfio: {time: 5}}", "a search runs one benchmark"),
+])
+def test_search_plan_bad_input(tmp_path: Path, search: str, benchmarks: str,
+                               error: str) -> None:
+    from cephscope.runner.search.live import SearchPlanError, make_plan
+    from cephscope.runner.steps import generate_steps
+
+    path = tmp_path / "s.yaml"
+    path.write_text("ceph_config: {osd_op_num_shards: [1, 2, 4, 8], "
+                    "osd_op_num_threads_per_shard: [1, 2, 3, 4]}\n"
+                    f"benchmarks: {benchmarks}\nsearch: {search}\n")
+    spec = load_spec(path)
+    with pytest.raises(SearchPlanError, match=error):
+        make_plan(generate_steps(spec), {"osd_op_num_shards"}, spec.search, spec.iterations,
+                  spec.adaptive)
