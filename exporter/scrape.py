@@ -50,7 +50,8 @@ def tune_gc_for_scrapes() -> None:
 
 
 def _fields(collector: Collector, daemon: Daemon, err: BaseException) -> dict[str, Any]:
-    return {"fields": {"collector": collector.name, "ceph_daemon": daemon.name, "err": err}}
+    # str(err): a record kept by a handler must not hold the traceback (and the scrape).
+    return {"fields": {"collector": collector.name, "ceph_daemon": daemon.name, "err": str(err)}}
 
 
 @dataclass
@@ -188,7 +189,7 @@ class Scraper:
             collector.collect_host(ctx, sink)
         except (ValueError, OSError) as err:
             log.warning("collector failed",
-                        extra={"fields": {"collector": collector.name, "err": err}})
+                        extra={"fields": {"collector": collector.name, "err": str(err)}})
             return sink, False
         except Exception:
             log.exception("collector failed unexpectedly",
