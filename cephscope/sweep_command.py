@@ -34,6 +34,8 @@ def devcluster_target(state_dir: Path) -> CephTarget:
         default_restart=FunctionRestart(
             "dev cluster", lambda ids, timeout: cluster.restart_osds(ids, timeout=timeout)),
         ssh_config=cluster.ssh_config,
+        # A release other than this machine's runs its clients from its root filesystem too.
+        tool_prefix=tuple(cluster.admin_command([])),
     )
 
 

@@ -113,6 +113,8 @@ class CephTarget:
     # an ssh_config naming the cluster's hosts (a multi-host dev cluster writes one): the
     # default for reaching clients when neither the spec nor a flag names one
     ssh_config: Path | None = None
+    # argv prefix that runs the cluster's own client tools (rados bench, fio) on this machine
+    tool_prefix: tuple[str, ...] = ()
 
     @classmethod
     def plain(cls, conf_path: Path, client_name: str, keyring_path: Path | None,

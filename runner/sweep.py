@@ -520,7 +520,8 @@ class Sweep:
             bench = cls(params)
             ctx = BenchContext(
                 cluster=ClusterAccess(self.cli.conf_path, self.cli.client_name,
-                                      self.cli.keyring_path),
+                                      self.cli.keyring_path,
+                                      self.target.tool_prefix if self.target else ()),
                 pool=pool, step_dir=step_dir, run_id=rd.run_id, step_id=step.id,
                 report_progress=self._live(progress),
                 env={**os.environ, "CEPH_CONF": str(self.cli.conf_path)},

@@ -32,6 +32,9 @@ class ClusterAccess:
     conf_path: Path
     client_name: str = "client.admin"
     keyring_path: Path | None = None
+    # argv that runs a client tool (rados, fio) of the cluster's own release, e.g. from a dev
+    # cluster's root filesystem; empty: this machine's tools
+    tool_prefix: tuple[str, ...] = ()
 
     def common_args(self) -> list[str]:
         args = ["-c", str(self.conf_path), "-n", self.client_name]

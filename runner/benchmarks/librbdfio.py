@@ -525,7 +525,8 @@ class LibrbdFio(Benchmark):
         commands = []
         for index, image in enumerate(images):
             argv = [
-                fio, f"--name=prefill-{index}", "--ioengine=rbd", f"--clientname={self.client_id(ctx)}",
+                *ctx.cluster.tool_prefix, fio, f"--name=prefill-{index}", "--ioengine=rbd",
+                f"--clientname={self.client_id(ctx)}",
                 f"--pool={ctx.pool}", f"--rbdname={image}", "--invalidate=0", "--rw=write",
                 f"--bs={PREFILL_BLOCK}", "--iodepth=16", "--direct=1",
                 f"--size={int(self.settings['vol_size'])}M", "--output-format=json",
@@ -536,10 +537,12 @@ class LibrbdFio(Benchmark):
             )
         run_tools(commands, ctx.timeout_seconds, "librbdfio prefill")
 
-    def argv(self, ctx: BenchContext, fio: str, image: str, name: str) -> list[str]:
+    def argv(self, ctx: BenchContext, fio: str, image: str, name: str, local: bool = True) -> list[str]:
         s = self.settings
         argv = [
-            fio, f"--name={name}", "--ioengine=rbd", f"--clientname={self.client_id(ctx)}",
+            # The cluster's own client tools (a dev cluster release's root filesystem) run here only.
+            *(ctx.cluster.tool_prefix if local else ()), fio, f"--name={name}", "--ioengine=rbd",
+            f"--clientname={self.client_id(ctx)}",
             f"--pool={ctx.pool}", f"--rbdname={image}", "--invalidate=0", f"--rw={s['mode']}",
             f"--bs={parse_size(s['op_size'])}", f"--iodepth={int(s['iodepth'])}",
             f"--numjobs={int(s['numjobs'])}", "--direct=1", "--group_reporting",
@@ -586,7 +589,7 @@ class LibrbdFio(Benchmark):
             fio = local_fio if slot.client is None else str(self.settings["cmd_path"])
             commands.append(
                 ToolCommand(
-                    self.argv(ctx, fio, image, f"cephscope-{slot.index}"),
+                    self.argv(ctx, fio, image, f"cephscope-{slot.index}", local=slot.client is None),
                     stdout_path, stderr_path, on_output=scanner.feed, env=self.tool_env(ctx),
                     host=slot.client,
                 )

@@ -456,7 +456,9 @@ class RadosBench(Benchmark):
     def argv(self, mode: str, ctx: BenchContext, proc_index: int, rados: str,
              client: HostExec | None = None) -> list[str]:
         seconds = self._mode_seconds(mode)
-        argv = [rados, *ctx.cluster.common_args(), "-p", ctx.pool, "bench", f"{seconds:g}", mode]
+        # The cluster's own client tools (a dev cluster release's root filesystem) run here only.
+        prefix = ctx.cluster.tool_prefix if client is None else ()
+        argv = [*prefix, rados, *ctx.cluster.common_args(), "-p", ctx.pool, "bench", f"{seconds:g}", mode]
         argv += ["-t", str(self.settings["concurrent_ops"])]
         if mode == "write":
             argv += ["-b", str(self.settings["op_size"]), "--no-cleanup"]
@@ -527,7 +529,8 @@ class RadosBench(Benchmark):
         errors = []
         for slot in self.slots(ctx):
             index = slot.index
-            base = [rados, *ctx.cluster.common_args(), "-p", ctx.pool, "cleanup"]
+            base = [*ctx.cluster.tool_prefix, rados, *ctx.cluster.common_args(), "-p", ctx.pool,
+                    "cleanup"]
             done = run_quick(
                 [*base, "--run-name", self.run_name(ctx, index, slot.client)],
                 min(ctx.timeout_seconds, 600),

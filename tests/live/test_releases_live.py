@@ -9,7 +9,7 @@ vstart-named socket dir is found; a real `cephscope sweep` step of osd_op_num_sh
 osd_op_num_threads_per_shard restarts the OSDs (through the root filesystem) and verifies the
 running values.
 
-CEPHSCOPE_LIVE_RELEASES (comma-separated, default "reef") chooses the releases; the
+CEPHSCOPE_LIVE_RELEASES (comma-separated, default "reef,tentacle") chooses the releases; the
 first run builds the root filesystems (cached afterwards, see deploy/rootfs.py).
 """
 
@@ -32,7 +32,7 @@ from cephscope.exporter.asok import AsokClient
 from tests.live.conftest import free_port_base
 from tests.unit.fake_asok import exporter_args, parse_samples
 
-RELEASES = [r for r in os.environ.get("CEPHSCOPE_LIVE_RELEASES", "reef").split(",") if r]
+RELEASES = [r for r in os.environ.get("CEPHSCOPE_LIVE_RELEASES", "reef,tentacle").split(",") if r]
 EXPECTED_MAJOR = {"reef": "18.", "tentacle": "20."}
 
 

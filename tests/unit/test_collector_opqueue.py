@@ -288,32 +288,39 @@ def test_restarted_osd_is_dumped_again_despite_the_interval() -> None:
 RELEASE_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "asok"
 
 
-def test_reef_mclock_dump_with_queued_ops() -> None:
-    """A real Reef 18.2.7 dump taken under rados bench -t 64: two shards had client ops
-    queued in mClock; per-class request counts add up to the queue size."""
-    doc = json.loads((RELEASE_FIXTURES / "18.2.7" / "mclock_queued" / "osd.0" /
+@pytest.mark.parametrize(("version", "queued_shards", "busy_shard"), [
+    ("18.2.7", {2: 3, 3: 1}, 2),  # Reef under rados bench -t 64
+    ("20.2.4", {1: 8}, 1),  # Tentacle under rados bench -t 128
+])
+def test_release_mclock_dump_with_queued_ops(
+    version: str, queued_shards: dict[int, int], busy_shard: int
+) -> None:
+    """Real dumps taken under load: client ops queued in mClock; per-class request counts add
+    up to the queue size."""
+    doc = json.loads((RELEASE_FIXTURES / version / "mclock_queued" / "osd.0" /
                       "dump_op_pq_state.json").read_text())
     shards = parse_op_pq_state(doc)
     assert len(shards) == 8 and {s.scheduler for s in shards} == {"mclock"}
     queued = {s.shard: s.queues["scheduler"].items for s in shards if s.queues["scheduler"].items}
-    assert queued == {2: 3, 3: 1}
+    assert queued == queued_shards
     for state in shards:
         assert state.queues["high"].items == 0  # Reef's high_priority_queue
         assert state.mclock_class_items is not None
         assert sum(state.mclock_class_items.values()) == state.queues["scheduler"].items
         assert set(state.mclock_class_items) <= {"client", "background_best_effort"}
-    assert shards[2].mclock_class_items == {"background_best_effort": 0, "client": 3}
+    busy = shards[busy_shard].mclock_class_items or {}
+    assert busy["client"] == queued_shards[busy_shard]
     sink = MetricSink()
     from cephscope.exporter.collectors.opqueue import emit
     emit(shards, render_labels({"ceph_daemon": "osd.0"}), sink, 0.0, profile="balanced")
     text = render(sink.families.values()).decode()
     assert 'cephscope_osd_op_queue_info{ceph_daemon="osd.0",scheduler="mclock",profile="balanced"} 1' in text
-    assert ('cephscope_osd_op_queue_mclock_class_items{ceph_daemon="osd.0",shard="2",class="client"} 3'
-            in text)
-    assert 'cephscope_osd_op_queue_items{ceph_daemon="osd.0",shard="2",queue="high"} 0' in text
+    assert ('cephscope_osd_op_queue_mclock_class_items{ceph_daemon="osd.0",'
+            f'shard="{busy_shard}",class="client"}} {queued_shards[busy_shard]}') in text
+    assert f'cephscope_osd_op_queue_items{{ceph_daemon="osd.0",shard="{busy_shard}",queue="high"}} 0' in text
 
 
-@pytest.mark.parametrize("version", ["18.2.7"])
+@pytest.mark.parametrize("version", ["18.2.7", "20.2.4"])
 def test_release_captures_parse_as_mclock_with_profile(version: str) -> None:
     base = RELEASE_FIXTURES / version
     if not (base / "load").exists():
