@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 
 from cephscope.exporter.collector import Collector
-from cephscope.exporter.collectors import histogram, opqueue, ops, perf, threads, topology
+from cephscope.exporter.collectors import histogram, labeled, opqueue, ops, perf, threads, topology
 from cephscope.exporter.settings import add_flags, from_args, host_settings
 
 # Order here is the order of the series in the exposition.
 COLLECTORS: tuple[type[Collector], ...] = (
     perf.COLLECTOR,
+    labeled.COLLECTOR,
     histogram.COLLECTOR,
     opqueue.COLLECTOR,
     ops.COLLECTOR,

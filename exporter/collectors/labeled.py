@@ -1,0 +1,174 @@
+"""Collector ``labeled``: labeled perf counters (``counter dump`` + ``counter schema``, Reef and
+later), named and labelled as ceph-exporter does.
+
+``counter dump`` maps each key to a list of ``{"labels": {...}, "counters": {...}}`` entries;
+``counter schema`` has the same shape with each counter's type, metric_type, priority and
+description. Entries with an empty ``labels`` object are the counters ``perf dump`` already
+gives (exported by the ``perf`` collector); this collector exports the others, e.g. one
+``AsyncMessenger::Worker`` entry per messenger worker ``{"id": "0"}``:
+
+    ceph_AsyncMessenger_Worker_msgr_connection_idle_timeouts{ceph_daemon="osd.0",id="0"} 0
+
+Names follow ``promethize`` of the perf collector (``ceph_<key>_<counter>``), averages become
+``_sum`` / ``_count``, the priority threshold is the perf collector's, and the counter's labels
+are added beside ``ceph_daemon`` (src/exporter/DaemonMetricCollector.cc does the same).
+Daemons without the command (Pacific) are remembered per daemon life and not asked again.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cephscope.exporter.asok import AsokCommandError, Daemon
+from cephscope.exporter.collector import DaemonCollector, DaemonSession
+from cephscope.exporter.collectors.perf import (
+    PERFCOUNTER_HISTOGRAM,
+    PERFCOUNTER_LONGRUNAVG,
+    promethize,
+)
+from cephscope.exporter.exposition import COUNTER, GAUGE, MetricSink
+from cephscope.exporter.settings import HostSettings, option
+
+_LABEL_NAME = re.compile(r"[^A-Za-z0-9_]")
+
+
+@dataclass(frozen=True)
+class LabeledSettings:
+    priority: int = option(
+        5, "export labeled counters with priority >= N (as --collector.perf.priority)", metavar="N")
+
+
+@dataclass(frozen=True)
+class _Series:
+    """One labeled counter: where it is in the dump and how it is exported."""
+
+    key: str
+    labels: tuple[tuple[str, str], ...]
+    counter: str
+    metric: str
+    is_average: bool
+    metric_type: str
+    description: str
+
+
+def _labels_key(labels: Any) -> tuple[tuple[str, str], ...]:
+    if not isinstance(labels, dict):
+        return ()
+    return tuple(sorted((str(k), str(v)) for k, v in labels.items()))
+
+
+def plan_from_counter_schema(schema: Any, priority: int) -> tuple[_Series, ...]:
+    """The labeled counters of a ``counter schema`` reply at or above ``priority``."""
+    if not isinstance(schema, dict):
+        raise ValueError(f"counter schema is a {type(schema).__name__}, not an object")
+    series: list[_Series] = []
+    for key, entries in schema.items():
+        if not isinstance(entries, list):
+            continue
+        for entry in entries:
+            if not isinstance(entry, dict):
+                continue
+            labels = _labels_key(entry.get("labels"))
+            counters = entry.get("counters")
+            if not labels or not isinstance(counters, dict):
+                continue  # unlabeled: perf dump's counters, exported by the perf collector
+            for counter, info in counters.items():
+                if not isinstance(info, dict):
+                    continue
+                ctype = int(info.get("type", 0))
+                if ctype & PERFCOUNTER_HISTOGRAM or int(info.get("priority", priority)) < priority:
+                    continue
+                series.append(_Series(
+                    key, labels, counter, promethize(f"{key}_{counter}"),
+                    bool(ctype & PERFCOUNTER_LONGRUNAVG),
+                    COUNTER if info.get("metric_type") == "counter" else GAUGE,
+                    str(info.get("description") or f"{key} {counter}"),
+                ))
+    return tuple(series)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return int(value)
+    return value if isinstance(value, int | float) else None
+
+
+class LabeledPerfCollector(DaemonCollector):
+    name = "labeled"
+    help = "labeled perf counters from counter dump/counter schema (Reef and later)"
+    default_enabled = True
+    daemon_types = frozenset({"osd", "mon", "mds"})
+
+    settings_type = LabeledSettings
+
+    def __init__(self, settings: LabeledSettings | None = None,
+                 host: HostSettings | None = None) -> None:
+        super().__init__(settings, host)
+        self.priority = self.settings.priority
+        # daemon -> (pid, plan); daemon -> pid of a life without `counter dump`
+        self._plans: dict[str, tuple[int | None, tuple[_Series, ...]]] = {}
+        self._unsupported: dict[str, int | None] = {}
+
+    def forget_daemon(self, daemon_name: str) -> None:
+        self._plans.pop(daemon_name, None)
+        self._unsupported.pop(daemon_name, None)
+
+    def prefetch(self, daemon: Daemon) -> Sequence[tuple[str, dict[str, Any]]]:
+        if daemon.name in self._unsupported:
+            return ()
+        if daemon.name in self._plans:
+            return (("counter dump", {}),)
+        return (("counter dump", {}), ("counter schema", {}))
+
+    def collect_daemon(self, session: DaemonSession, sink: MetricSink) -> None:
+        name = session.daemon.name
+        pid = session.pid()
+        if name in self._unsupported and self._unsupported[name] == pid:
+            return
+        try:
+            dump = session.command("counter dump")
+        except AsokCommandError:
+            self._unsupported[name] = pid  # Pacific: no labeled counters in this life
+            return
+        self._unsupported.pop(name, None)
+        if not isinstance(dump, dict):
+            raise ValueError(f"{name}: counter dump is not an object")
+        cached = self._plans.get(name)
+        if cached is None or cached[0] != pid:
+            cached = (pid, plan_from_counter_schema(session.command("counter schema"), self.priority))
+            self._plans[name] = cached
+        values: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, Any]] = {}
+        for key, entries in dump.items():
+            if isinstance(entries, list):
+                for entry in entries:
+                    if isinstance(entry, dict) and isinstance(entry.get("counters"), dict):
+                        values[(key, _labels_key(entry.get("labels")))] = entry["counters"]
+        for series in cached[1]:
+            counters = values.get((series.key, series.labels))
+            if counters is None or series.counter not in counters:
+                continue  # schema and dump from different lives: emit what both know
+            labels = {"ceph_daemon": name}
+            for label, value in series.labels:
+                labels.setdefault(_LABEL_NAME.sub("_", label), value)
+            value = counters[series.counter]
+            if series.is_average:
+                if not isinstance(value, dict):
+                    continue
+                total, count = _number(value.get("sum")), _number(value.get("avgcount"))
+                if total is None or count is None:
+                    continue
+                sink.family(series.metric + "_sum", series.metric_type,
+                            series.description + " Total").add(total, labels)
+                sink.family(series.metric + "_count", COUNTER,
+                            series.description + " Count").add(count, labels)
+            else:
+                number = _number(value)
+                if number is not None:
+                    sink.family(series.metric, series.metric_type, series.description).add(
+                        number, labels)
+
+
+COLLECTOR = LabeledPerfCollector

@@ -1,0 +1,74 @@
+"""labeled collector: `counter dump` / `counter schema` of real Reef and Tentacle OSDs, replayed
+by the fake admin socket; Pacific (no such command) costs nothing after the first refusal."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from cephscope.exporter.collectors import enabled_collectors
+from cephscope.exporter.collectors.labeled import plan_from_counter_schema
+from cephscope.exporter.exposition import render
+from cephscope.exporter.main import settings_from_args
+from cephscope.exporter.scrape import Scraper
+from tests.unit.fake_asok import (
+    FakeCluster,
+    FakeDaemon,
+    capture_dir,
+    exporter_args,
+    load_capture,
+    parse_samples,
+)
+
+
+def serve(tmp_path: Path, version: str) -> FakeDaemon:
+    (tmp_path / "run").mkdir()
+    return FakeDaemon(tmp_path / "run" / "ceph-osd.0.asok",
+                      load_capture(capture_dir("load", "osd.0", version)))
+
+
+@pytest.mark.parametrize("version", ["18.2.7", "20.2.4"])
+def test_labeled_counters_of_real_osds(tmp_path: Path, version: str) -> None:
+    schema = json.loads((capture_dir("load", "osd.0", version) / "counter_schema.json").read_text())
+    dump = json.loads((capture_dir("load", "osd.0", version) / "counter_dump.json").read_text())
+    plan = plan_from_counter_schema(schema, 5)
+    assert plan and all(s.labels for s in plan)
+    daemon = serve(tmp_path, version)
+    try:
+        args = exporter_args(tmp_path / "run", "--collector.disable-defaults", "--collector.labeled")
+        scraper = Scraper(enabled_collectors(args), settings_from_args(args))
+        samples = parse_samples(render(scraper.scrape(time.monotonic() + 10)).decode())
+        scraper.close()
+    finally:
+        daemon.stop()
+    assert samples['cephscope_scrape_collector_success{collector="labeled"}'] == 1
+    # one series per messenger worker, its id as a label, the dump's value
+    workers = {e["labels"]["id"]: e["counters"] for e in dump["AsyncMessenger::Worker"]}
+    assert len(workers) >= 3
+    for worker, counters in workers.items():
+        key = ('ceph_AsyncMessenger_Worker_msgr_connection_ready_timeouts'
+               f'{{ceph_daemon="osd.0",id="{worker}"}}')
+        assert samples[key] == counters["msgr_connection_ready_timeouts"]
+    # nothing unlabeled (perf dump's counters belong to the perf collector)
+    assert not any(k.startswith("ceph_osd_op{") for k in samples)
+    assert len([k for k in samples if k.startswith("ceph_") and "{" in k]) == len(plan)
+
+
+def test_pacific_refuses_once_and_is_not_asked_again(tmp_path: Path) -> None:
+    cluster = FakeCluster(tmp_path / "run")
+    daemon = cluster.add_osd(0, scenario="load")
+    try:
+        args = exporter_args(tmp_path / "run", "--collector.disable-defaults", "--collector.labeled")
+        scraper = Scraper(enabled_collectors(args), settings_from_args(args))
+        for _ in range(3):
+            samples = parse_samples(render(scraper.scrape(time.monotonic() + 10)).decode())
+            assert samples['cephscope_scrape_collector_success{collector="labeled"}'] == 1
+            assert samples['cephscope_daemon_up{ceph_daemon="osd.0"}'] == 1
+        scraper.close()
+    finally:
+        cluster.stop()
+    asked = [r.get("prefix") for r in daemon.requests]
+    assert asked.count("counter dump") == 1
