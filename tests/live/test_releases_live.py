@@ -77,6 +77,23 @@ def rados_bench(cluster: DevCluster, seconds: int, threads: int) -> subprocess.P
     )
 
 
+def rados_bench_roots(conf: Path) -> set[str]:
+    """Root directories of the `rados … bench …` processes of the cluster of `conf` running now
+    (other clusters on this machine run their own benches)."""
+    roots = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if (Path(argv[0].decode()).name == "rados" and b"bench" in argv
+                    and str(conf).encode() in argv):
+                roots.add(os.readlink(proc / "root"))
+        except (OSError, IndexError):
+            continue
+    return roots
+
+
 def test_daemons_run_from_the_release_root(release_cluster: DevCluster) -> None:
     cluster = release_cluster
     root = cluster.release.root
@@ -201,12 +218,24 @@ def test_shard_thread_step_restarts_and_verifies(release_cluster: DevCluster, tm
         "    concurrent_ops: 8\n    write_only: true\n"
     )
     results = tmp_path / "run"
-    proc = subprocess.run(
-        [sys.executable, "-m", "cephscope.cli", "sweep", str(spec), "--devcluster",
-         str(cluster.state_dir), "--results-dir", str(results)],
-        capture_output=True, text=True, timeout=600, check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    log = tmp_path / "sweep.log"
+    with log.open("w") as out:
+        sweep = subprocess.Popen(
+            [sys.executable, "-m", "cephscope.cli", "sweep", str(spec), "--devcluster",
+             str(cluster.state_dir), "--results-dir", str(results)],
+            stdout=out, stderr=subprocess.STDOUT,
+        )
+        # The runner's rados bench runs from the release's root filesystem too.
+        bench_roots: set[str] = set()
+        deadline = time.monotonic() + 600
+        while sweep.poll() is None and time.monotonic() < deadline:
+            bench_roots |= rados_bench_roots(cluster.conf_path)
+            time.sleep(0.2)
+        if sweep.poll() is None:
+            sweep.kill()
+        sweep.wait(30)
+    assert sweep.returncode == 0, log.read_text()[-3000:]
+    assert bench_roots == {str(cluster.release.root)}, bench_roots
     (step,) = json.loads((results / "run.json").read_text())["steps"]
     result = json.loads((results / f"step-{step['id']}" / "result.json").read_text())
     assert result["status"] == "done"
