@@ -242,7 +242,7 @@ def test_session_memoises_and_fails_fast_after_transport_error(tmp_path: Path) -
 
 def test_collector_flags_like_node_exporter() -> None:
     names = [cls.name for cls in collector_classes()]
-    assert names[:2] == ["perf", "histogram"]
+    assert names[:3] == ["perf", "labeled", "histogram"]
     args = build_parser().parse_args(["--no-collector.histogram"])
     enabled = [c.name for c in enabled_collectors(args)]
     assert "perf" in enabled and "histogram" not in enabled
