@@ -4,8 +4,9 @@ One event-loop thread owns the listening socket and every connection that has no
 a complete request header (new connections, TLS handshakes, idle keep-alive connections):
 an idle or half-open connection costs a file descriptor and a few hundred bytes, never a
 thread. A connection whose header is complete goes to a pool of ``max_requests`` worker
-threads; beyond that the loop answers 503 at once (like node_exporter's
-``--web.max-requests``). A header not complete within ``read_header_timeout`` of the first
+threads; beyond that up to ``max_queued_requests`` wait for a worker (scrapes share one
+collection, so waiting is cheap) and any more are answered 503 at once (like
+node_exporter's ``--web.max-requests``). A header not complete within ``read_header_timeout`` of the first
 byte (or of the accept) closes the connection.
 
 Scrapes of the telemetry path go through :class:`~cephscope.exporter.scrape.SingleFlight`:
@@ -104,6 +105,7 @@ def bind_listener(host: str, port: int, backlog: int) -> socket.socket:
 class HttpSettings:
     telemetry_path: str = "/metrics"
     max_requests: int = 40
+    max_queued_requests: int = 200  # complete requests waiting for a worker; more get 503
     read_header_timeout: float = 10.0
     idle_timeout: float = 120.0  # keep-alive connection with no new request
     write_timeout: float = 60.0
@@ -206,6 +208,7 @@ class ExporterServer:
         self._conns: dict[int, _Conn] = {}
         self._lock = threading.Lock()
         self._in_flight = 0
+        self._queued: collections.deque[tuple[_Conn, float]] = collections.deque()
         self._counters = _Counters()
         self._stop = threading.Event()
         self._stopped = threading.Event()
@@ -354,18 +357,23 @@ class ExporterServer:
                 return
 
     def _dispatch(self, conn: _Conn) -> None:
+        arrived = time.monotonic()
         with self._lock:
-            if self._in_flight >= self.settings.max_requests:
+            busy = queued = False
+            if self._in_flight < self.settings.max_requests:
+                self._in_flight += 1
+            elif len(self._queued) < self.settings.max_queued_requests:
+                # Single flight makes a waiting scrape cheap: queue it rather than fail it.
+                self._queued.append((conn, arrived))
+                queued = True
+            else:
                 self._counters.rejected += 1
                 self._counters.requests["503"] += 1
                 busy = True
-            else:
-                self._in_flight += 1
-                busy = False
         if busy:
             self._refuse(conn, HTTPStatus.SERVICE_UNAVAILABLE)
-            return
-        self._pool.submit(self._serve_connection, conn, time.monotonic())
+        elif not queued:
+            self._pool.submit(self._serve_connection, conn, arrived)
 
     def _refuse(self, conn: _Conn, status: HTTPStatus) -> None:
         """Answer from the event loop without blocking it, then close."""
@@ -403,9 +411,12 @@ class ExporterServer:
             keep = False
         finally:
             with self._lock:
-                self._in_flight -= 1
                 if keep:
                     self._returned.append(conn)
+                if self._queued:  # this worker's slot goes to the oldest waiting request
+                    self._pool.submit(self._serve_connection, *self._queued.popleft())
+                else:
+                    self._in_flight -= 1
         if keep:
             with contextlib.suppress(OSError):
                 self._wake_w.send(b"x")
@@ -524,7 +535,8 @@ class ExporterServer:
             requests.add(counters.requests[code], {"code": code})
         rejected = MetricFamily(
             "cephscope_http_requests_rejected_total", "counter",
-            "Requests answered 503 because --web.max-requests were already in flight.",
+            "Requests answered 503 because --web.max-requests were in flight and"
+            " --web.max-queued-requests waiting.",
         )
         rejected.add(counters.rejected)
         flight = MetricFamily(

@@ -50,7 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     web.add_argument(
         "--web.max-requests", dest="max_requests", type=int, default=40, metavar="N",
-        help="requests answered at once; more get 503 (default: %(default)s)",
+        help="requests answered at once; more wait (default: %(default)s)",
+    )
+    web.add_argument(
+        "--web.max-queued-requests", dest="max_queued_requests", type=int, default=200,
+        metavar="N",
+        help="requests waiting beyond --web.max-requests; more get 503 (default: %(default)s)",
     )
     web.add_argument(
         "--web.read-header-timeout", dest="read_header_timeout", type=float, default=10.0,
@@ -137,8 +142,9 @@ def make_server(args: argparse.Namespace) -> ExporterServer:
     if args.asok_timeout <= 0 or args.default_timeout <= 0 or args.max_parallel < 1:
         raise ValueError("--ceph.asok-timeout, --scrape.default-timeout must be > 0 and "
                          "--scrape.max-parallel >= 1")
-    if args.max_requests < 1 or args.read_header_timeout <= 0:
-        raise ValueError("--web.max-requests must be >= 1 and --web.read-header-timeout > 0")
+    if args.max_requests < 1 or args.max_queued_requests < 0 or args.read_header_timeout <= 0:
+        raise ValueError("--web.max-requests must be >= 1, --web.max-queued-requests >= 0 and"
+                         " --web.read-header-timeout > 0")
     address = parse_listen_address(args.listen_address)
     web_config = load_web_config(args.web_config_file)
     scraper = Scraper(enabled_collectors(args), settings_from_args(args))
@@ -146,6 +152,7 @@ def make_server(args: argparse.Namespace) -> ExporterServer:
         return ExporterServer(address, scraper, web_config, HttpSettings(
             telemetry_path=args.telemetry_path,
             max_requests=args.max_requests,
+            max_queued_requests=args.max_queued_requests,
             read_header_timeout=args.read_header_timeout,
         ))
     except OSError as err:

@@ -118,10 +118,29 @@ def test_concurrent_scrapes_share_collections_and_all_daemons_stay_up(
         fake.stop()
 
 
-def test_requests_beyond_max_requests_get_503(tmp_path: Path) -> None:
+def test_requests_beyond_max_requests_wait_in_the_queue(tmp_path: Path) -> None:
+    fake = FakeCluster(tmp_path / "run")
+    fake.add_osd(0, fault="slow:0.5")
+    server = serve(fake.dir, "--web.max-requests", "1")
+    port = server.server_address[1]
+    try:
+        statuses: list[int] = []
+        threads = [threading.Thread(target=lambda: statuses.append(fetch(port)[0]))
+                   for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert statuses == [200] * 6
+    finally:
+        stop(server)
+        fake.stop()
+
+
+def test_requests_beyond_max_requests_and_queue_get_503(tmp_path: Path) -> None:
     fake = FakeCluster(tmp_path / "run")
     fake.add_osd(0, fault="slow:1")
-    server = serve(fake.dir, "--web.max-requests", "1")
+    server = serve(fake.dir, "--web.max-requests", "1", "--web.max-queued-requests", "0")
     port = server.server_address[1]
     try:
         first: list[int] = []
