@@ -918,7 +918,8 @@ class DevCluster:
             for host in network.plan.hosts:
                 for pid in network.namespace_pids(host):
                     if pid_alive(pid):
-                        terminate(pid, 10, log=self._log)
+                        with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+                            terminate(pid, 10, log=self._log)
                         running[f"pid {pid}@{host.name}"] = pid
             network.remove()
         for backing in attached:

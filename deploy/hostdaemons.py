@@ -145,6 +145,9 @@ class HostDaemons:
                 f"--web.listen-address={host.public_addr}:{EXPORTER_PORT}",
                 f"--ceph.asok-dir={self.asok_dir_of(host.name)}",
                 f"--ceph.conf={self.conf_path}",
+                # every counter: the replica side (subop_w, priority 0) shows which host
+                # carries replication, the point of a multi-host cluster
+                "--collector.perf.priority=0",
             ]
         return [
             NODE_EXPORTER,

@@ -217,7 +217,8 @@ def run_tools(
         if outcome.returncode != 0:
             command = outcome.command
             tail = stderr_tail(command.stderr_path)
-            if command.where and outcome.returncode == 255 and GUARD_MARK not in tail:
+            if command.where and outcome.returncode == 255 and "ended" not in guard_times(
+                    command.stderr_path):
                 reason = f"lost the SSH connection to {command.host.name}"  # type: ignore[union-attr]
             else:
                 reason = f"exited with status {outcome.returncode}"

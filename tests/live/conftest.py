@@ -124,3 +124,34 @@ def stack(devcluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> I
     finally:
         stack.purge()
         webhook.close()
+
+
+@pytest.fixture(scope="session")
+def multihost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    """A multi-host dev cluster: 3 namespace hosts x 1 OSD + 2 client namespaces, each with
+    sshd, and (hosts) cephscope-exporter and node_exporter on its public address."""
+    state_dir = tmp_path_factory.mktemp("multihost")
+    cluster = DevCluster(state_dir, port_base=free_port_base(100), num_osds=3, hosts=3, clients=2)
+    started = time.monotonic()
+    try:
+        cluster.up()
+        cluster.up_seconds = time.monotonic() - started  # type: ignore[attr-defined]
+        print(f"\nlive: 3 hosts + 2 clients HEALTH_OK in {cluster.up_seconds:.1f}s ({state_dir})")
+        yield cluster
+    finally:
+        if cluster.state_file.exists():
+            cluster.purge()
+
+
+@pytest.fixture(scope="session")
+def multihost_stack(multihost: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A stack scraping the multi-host cluster's hosts through its file_sd targets."""
+    stack = Stack(tmp_path_factory.mktemp("multihost-stack"),
+                  port_base=free_port_base(8, avoid={multihost.port_base}),
+                  targets_dir=multihost.state_dir / "targets")
+    try:
+        stack.up()
+        stack.wait_for_series('count(up{job="cephscope-exporter"} == 1) == 3', timeout=90)
+        yield stack
+    finally:
+        stack.purge()

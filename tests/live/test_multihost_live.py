@@ -1,0 +1,306 @@
+"""A multi-host dev cluster (3 namespace hosts x 1 OSD + 2 clients) and sweeps on both clients.
+
+One session cluster (`multihost` fixture) shared by the tests below, in this order:
+hosts and targets, a 2-step sweep on both clients checked against the OSDs' own counters, a
+SIGKILL + `--resume`, a client namespace torn down mid-step, and `down` leaving nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cephscope.deploy.devcluster import DevCluster, DevClusterError
+from cephscope.deploy.procs import proc_cmdline, terminate
+
+TWO_STEPS = """\
+cluster:
+  clients: [client1, client2]
+benchmarks:
+  librbdfio:
+    mode: randwrite
+    op_size: 4096
+    iodepth: 8
+    time: {seconds}
+    vol_size: 128
+  radosbench:
+    op_size: 4096
+    concurrent_ops: 8
+    time: {seconds}
+    write_only: true
+"""
+
+
+def sweep_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "cephscope.cli", "sweep", *args]
+
+
+def ns_pids(netns: str) -> list[int]:
+    out = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True,
+                         check=False).stdout
+    return [int(p) for p in out.split() if p.isdigit()]
+
+
+def benchmark_pids(cluster: DevCluster, host_name: str) -> list[tuple[int, str]]:
+    """rados / fio processes (and their guards) running in a client's namespace."""
+    assert cluster.host_plan is not None
+    host = next(h for h in cluster.host_plan.hosts if h.name == host_name)
+    found = []
+    for pid in ns_pids(host.netns):
+        argv = proc_cmdline(pid)
+        line = " ".join(argv)
+        if argv and (Path(argv[0]).name in ("rados", "fio") or "cephscope-guard" in line):
+            found.append((pid, line[:120]))
+    return found
+
+
+def value_at(stack: Any, promql: str, at: float) -> float:
+    result = stack.query(promql, at=at)
+    assert result, f"no value for {promql} at {at}"
+    return float(result[0]["value"][1])
+
+
+def summed_rate(stack: Any, metric: str, t0: float, t1: float) -> float:
+    """Sum over series of (last - first) / dt of the raw samples strictly inside (t0, t1):
+    the OSDs' own rate while the step ran, nothing before or after it."""
+    raw = stack.query(f"{metric}[{int(t1 - t0) + 30}s]", at=t1)
+    total = 0.0
+    for series in raw:
+        points = [(float(t), float(v)) for t, v in series["values"] if t0 < float(t) < t1]
+        assert len(points) >= 2, (metric, series["metric"], points)
+        (ta, va), (tb, vb) = points[0], points[-1]
+        total += (vb - va) / (tb - ta)
+    assert raw, metric
+    return total
+
+
+def test_hosts_crush_targets_and_listeners(multihost: DevCluster, multihost_stack: Any) -> None:
+    tree = multihost.ceph_json("osd", "tree")
+    hosts = {n["name"]: n["children"] for n in tree["nodes"] if n["type"] == "host"}
+    assert sorted(hosts) == ["host1", "host2", "host3"] and all(len(c) == 1 for c in hosts.values())
+    meta = {m["id"]: m["hostname"] for m in multihost.ceph_json("osd", "metadata")}
+    assert meta == {i: multihost.host_of(f"osd.{i}").name for i in multihost.osd_ids()}
+    pools = {p["pool_name"]: p for p in multihost.ceph_json("osd", "pool", "ls", "detail")}
+    assert pools["rbd"]["size"] == 2
+    (rule,) = [r for r in multihost.ceph_json("osd", "crush", "rule", "dump")
+               if r["rule_id"] == pools["rbd"]["crush_rule"]]
+    assert any(s.get("type") == "host" for s in rule["steps"]), rule
+
+    up = multihost_stack.query('up{job="cephscope-exporter"} == 1')
+    assert sorted(s["metric"]["host"] for s in up) == ["host1", "host2", "host3"]
+    uname = multihost_stack.wait_for_series('count(node_uname_info) >= 5', timeout=60)
+    assert uname
+    names = {s["metric"]["host"]: s["metric"]["nodename"]
+             for s in multihost_stack.query("node_uname_info") if "host" in s["metric"]}
+    assert names == {n: n for n in ["host1", "host2", "host3", "client1", "client2"]}
+
+    # Every socket listening in a host's namespace is on one of its own addresses.
+    assert multihost.host_plan is not None
+    for host in multihost.host_plan.hosts:
+        own = {host.public_addr, host.cluster_addr, "127.0.0.1"}
+        out = subprocess.run(["ip", "netns", "exec", host.netns, "ss", "-Hltn"],
+                             capture_output=True, text=True, check=True).stdout
+        listening = {line.split()[3].rsplit(":", 1)[0] for line in out.splitlines()}
+        assert listening and listening <= own, (host.name, listening)
+        assert f"{host.public_addr}:22" in out
+
+
+def test_overlapping_subnet_refused_before_anything_is_made(multihost: DevCluster,
+                                                           tmp_path: Path) -> None:
+    assert multihost.host_plan is not None
+    other = DevCluster(tmp_path / "other", port_base=multihost.port_base + 200, hosts=2,
+                       public_subnet=multihost.host_plan.public_subnet,
+                       cluster_subnet="10.233.250.0/24", log=lambda m: None)
+    with pytest.raises(DevClusterError, match="overlaps an existing route"):
+        other.up()
+    assert other.host_plan is not None
+    assert not [h for h in other.host_plan.hosts if Path("/run/netns", h.netns).exists()]
+    assert not Path("/sys/class/net", other.host_plan.public_bridge).exists()
+
+
+def test_two_clients_per_client_and_aggregate_against_osd_counters(
+        multihost: DevCluster, multihost_stack: Any, tmp_path: Path) -> None:
+    spec = tmp_path / "two.yaml"
+    spec.write_text(TWO_STEPS.format(seconds=20))
+    results = tmp_path / "run"
+    proc = subprocess.run(
+        sweep_argv(str(spec), "--devcluster", str(multihost.state_dir), "--results-dir",
+                   str(results), "--metrics-port", str(multihost_stack.runner_port),
+                   "--metrics-linger", "12"),
+        capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    steps = json.loads((results / "run.json").read_text())["steps"]
+    assert [s["benchmark"] for s in steps] == ["librbdfio", "radosbench"]
+    skews, dead = [], []
+    for s in steps:
+        result = json.loads((results / f"step-{s['id']}" / "result.json").read_text())
+        (agg,) = result["results"]
+        per = agg["clients"]
+        assert sorted(per) == ["client1", "client2"]
+        assert all(r["iops"] > 0 for r in per.values())
+        assert agg["iops"] == pytest.approx(sum(r["iops"] for r in per.values()), rel=1e-9)
+        assert agg["ops"] == sum(r["ops"] for r in per.values())
+        assert agg["bandwidth_bytes_per_second"] == pytest.approx(
+            sum(r["bandwidth_bytes_per_second"] for r in per.values()), rel=1e-9)
+        assert agg["latency_max_seconds"] == max(r["latency_max_seconds"] for r in per.values())
+        ts = result["timestamps"]
+        mode = ts["modes"][agg["mode"]]
+        assert sorted(mode["clients"]) == ["client1", "client2"]
+        skews.append(mode["start_skew_seconds"])
+        dead.append(ts["dead_time_seconds"])
+
+        # The OSDs counted the clients' writes: op_w at the primaries (within 10 %), replica
+        # writes in subop_w, and replication traffic on every host's cluster NIC.
+        # op_w: its rate from samples inside the step (past the first seconds' ramp), so
+        # neither the previous step nor this one's cleanup (rados deletes are writes) counts.
+        op_w = summed_rate(multihost_stack, "ceph_osd_op_w", ts["started"] + 2, ts["ended"])
+        assert op_w == pytest.approx(agg["iops"], rel=0.10), (s["benchmark"], op_w, agg["iops"])
+        start, end = ts["started"] - 0.5, ts["ended"] + 6  # one scrape (5 s) past the end
+        time.sleep(max(0.0, end - time.time()))
+        subop = value_at(multihost_stack, "sum(ceph_osd_subop_w)", end) - \
+            value_at(multihost_stack, "sum(ceph_osd_subop_w)", start)
+        assert subop > 0
+        for host in ("host1", "host2", "host3"):
+            for direction in ("receive", "transmit"):
+                q = f'node_network_{direction}_bytes_total{{host="{host}",device="eth1"}}'
+                moved = value_at(multihost_stack, q, end) - value_at(multihost_stack, q, start)
+                assert moved > 100_000, (host, direction, moved)
+
+    with (results / "summary-clients.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert sorted((r["benchmark"], r["client"]) for r in rows) == [
+        ("librbdfio", "client1"), ("librbdfio", "client2"),
+        ("radosbench", "client1"), ("radosbench", "client2")]
+    with (results / "summary.csv").open() as fh:
+        assert len(list(csv.DictReader(fh))) == 2  # one aggregate row per step
+
+    run_id = json.loads((results / "run.json").read_text())["run_id"]
+    raw = multihost_stack.query(f'cephscope_step_info{{run="{run_id}"}}[30m]')
+    assert {s["metric"]["step"] for s in raw} == {s["id"] for s in steps}
+    print(f"\nlive multihost: start skew {[round(x, 3) for x in skews]} s, "
+          f"dead time {[round(x, 2) for x in dead]} s")
+    assert all(x is not None and x < 2.0 for x in skews), skews
+
+
+def test_sigkill_then_resume_leaves_no_benchmark_on_any_client(
+        multihost: DevCluster, tmp_path: Path) -> None:
+    spec = tmp_path / "two.yaml"
+    spec.write_text(TWO_STEPS.format(seconds=10))
+    results = tmp_path / "run"
+    common = ["--devcluster", str(multihost.state_dir), "--metrics-linger", "0"]
+    log = (tmp_path / "first.log").open("w")
+    first = subprocess.Popen(sweep_argv(str(spec), "--results-dir", str(results), *common),
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while True:
+            assert first.poll() is None, (tmp_path / "first.log").read_text()
+            run = results / "run.json"
+            if run.exists():
+                steps = json.loads(run.read_text())["steps"]
+                ts2 = results / f"step-{steps[1]['id']}" / "timestamps.json"
+                if ts2.exists() and "started" in json.loads(ts2.read_text()):
+                    break
+            assert time.monotonic() < deadline, "step 2 never started"
+            time.sleep(0.2)
+        time.sleep(2)
+        assert benchmark_pids(multihost, "client1") and benchmark_pids(multihost, "client2")
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(10)
+    finally:
+        if first.poll() is None:
+            os.kill(first.pid, signal.SIGKILL)
+            first.wait(10)
+        log.close()
+    # The runner is gone: each client's guard sees its SSH session end and ends its tool.
+    deadline = time.monotonic() + 15
+    while any(benchmark_pids(multihost, c) for c in ("client1", "client2")):
+        assert time.monotonic() < deadline, {c: benchmark_pids(multihost, c)
+                                             for c in ("client1", "client2")}
+        time.sleep(0.2)
+    step1 = results / f"step-{steps[0]['id']}" / "result.json"
+    done_at = step1.stat().st_mtime_ns
+
+    resumed = subprocess.run(sweep_argv("--resume", str(results), *common), capture_output=True,
+                             text=True, timeout=400, check=False)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "1/2 steps already done" in resumed.stdout
+    assert step1.stat().st_mtime_ns == done_at
+    for s in steps:
+        result = json.loads((results / f"step-{s['id']}" / "result.json").read_text())
+        assert result["status"] == "done" and sorted(result["results"][0]["clients"]) == [
+            "client1", "client2"]
+    assert not benchmark_pids(multihost, "client1") and not benchmark_pids(multihost, "client2")
+
+
+def test_client_namespace_torn_down_mid_step(multihost: DevCluster, tmp_path: Path) -> None:
+    spec = tmp_path / "long.yaml"
+    spec.write_text("""\
+cluster:
+  clients: [client1, client2]
+benchmarks:
+  radosbench:
+    op_size: 4096
+    concurrent_ops: 4
+    time: 60
+    write_only: true
+""")
+    results = tmp_path / "run"
+    started = time.monotonic()
+    sweep = subprocess.Popen(
+        sweep_argv(str(spec), "--devcluster", str(multihost.state_dir), "--results-dir",
+                   str(results), "--metrics-linger", "0"),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not benchmark_pids(multihost, "client2"):
+            assert sweep.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        time.sleep(2)
+        assert multihost.host_plan is not None
+        client2 = next(h for h in multihost.host_plan.hosts if h.name == "client2")
+        for pid in ns_pids(client2.netns):  # the host goes away: everything on it, then it
+            with contextlib.suppress(ProcessLookupError):  # a guard ends with its sshd
+                terminate(pid, 5)
+        subprocess.run(["ip", "netns", "del", client2.netns], check=True)
+        out, _ = sweep.communicate(timeout=120)
+    finally:
+        if sweep.poll() is None:
+            os.kill(sweep.pid, signal.SIGKILL)
+            sweep.wait(10)
+    assert sweep.returncode == 1, out
+    assert time.monotonic() - started < 60, "the step waited for its full 60 s"
+    (step,) = json.loads((results / "run.json").read_text())["steps"]
+    failure = json.loads((results / f"step-{step['id']}" / "failure.json").read_text())
+    assert "client2" in failure["error"], failure
+    assert "0/1 steps done, 1 failed" in out
+    assert not benchmark_pids(multihost, "client1")  # the other client's tool was ended
+
+
+def test_down_leaves_nothing(multihost: DevCluster) -> None:
+    plan = multihost.host_plan
+    assert plan is not None
+    images = {o.image for o in multihost.load_state().osds}
+    multihost.down()
+    assert not [h.netns for h in plan.hosts if Path("/run/netns", h.netns).exists()]
+    links = {p.name for p in Path("/sys/class/net").iterdir()}
+    assert not {n for n in links if n.startswith(f"cs{plan.tag}")}
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert not [h for h in plan.hosts if h.uts_file in mounts]
+    ours = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+            if str(multihost.state_dir) in " ".join(proc_cmdline(pid))]
+    assert not ours, [(p, proc_cmdline(p)) for p in ours]
+    loops = subprocess.run(["losetup", "-J"], capture_output=True, text=True).stdout
+    attached = [d["back-file"] for d in (json.loads(loops)["loopdevices"] if loops.strip() else [])]
+    assert not [f for f in attached if f.split(" ")[0] in images]
+    assert not multihost.running_daemons() and not multihost.host_daemons.running()  # type: ignore[union-attr]
