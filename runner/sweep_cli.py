@@ -70,7 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     hosts.add_argument("--ssh-identity-file", type=Path, metavar="FILE", help="private key")
     hosts.add_argument("--ssh-option", action="append", default=[], metavar="KEY=VALUE",
                        help="extra ssh -o option (repeatable)")
-    hosts.add_argument("--ssh-connect-timeout", type=int, default=10, metavar="SECONDS")
+    hosts.add_argument("--ssh-connect-timeout", type=int, default=10, metavar="SECONDS",
+                       help="ssh ConnectTimeout (default: %(default)s)")
     obs = parser.add_argument_group("observability")
     obs.add_argument("--metrics-port", type=int,
                      help="serve the runner's /metrics on 127.0.0.1:PORT (phase tagging)")
