@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from cephscope.deploy import rootfs
+from cephscope.deploy.placement import Release, release_command
 from cephscope.deploy.procs import exporter_binary, pid_from_file, port_is_free, terminate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -85,6 +87,10 @@ def http_get(url: str, timeout: float = 5.0) -> bytes:
         return resp.read()
 
 
+# Prometheus major -> the release root filesystem that carries it (None: this machine's).
+PROMETHEUS_RELEASES: dict[str, str | None] = {"2": None, "3": "tentacle"}
+
+
 class Stack:
     def __init__(
         self,
@@ -98,6 +104,7 @@ class Stack:
         scrape_interval_seconds: int = SCRAPE_INTERVAL_SECONDS,
         log: Any = None,
         targets_dir: Path | str | None = None,
+        prometheus_release: str = "2",
     ) -> None:
         self.state_dir = Path(state_dir or default_state_dir()).resolve()
         self.port_base = port_base
@@ -114,6 +121,10 @@ class Stack:
         if self.targets_dir is not None and (self.targets_dir / "exporter.json").exists():
             self.with_exporter = False
         self._log = log or (lambda msg: print(msg, flush=True))
+        if prometheus_release not in PROMETHEUS_RELEASES:
+            raise StackError(f"--prometheus-release {prometheus_release!r}: one of "
+                             f"{', '.join(PROMETHEUS_RELEASES)}")
+        self.prometheus_release = prometheus_release
         saved = self.state_dir / "stack.json"
         if saved.exists():
             self.port_base = json.loads(saved.read_text())["port_base"]
@@ -212,14 +223,14 @@ class Stack:
         s = self.state_dir
         listen = f"127.0.0.1:{self.port(component.port_offset)}"
         if component.name == "prometheus":
-            return [
+            return self._prometheus_command([
                 component.binary,
                 f"--config.file={s}/prometheus.yml",
                 f"--storage.tsdb.path={s}/prometheus-data",
                 f"--web.listen-address={listen}",
                 "--web.enable-lifecycle",
                 "--storage.tsdb.retention.time=15d",
-            ]
+            ])
         if component.name == "alertmanager":
             return [
                 component.binary,
@@ -309,6 +320,19 @@ class Stack:
             self.down(quiet=True)
             raise
         return time.monotonic() - started
+
+    def _prometheus_command(self, argv: list[str]) -> list[str]:
+        """This machine's Prometheus, or Prometheus 3 from the root filesystem that also holds
+        Ceph Tentacle (Debian sid; deploy/rootfs.py), seeing the stack's and the rules' dirs."""
+        root_release = PROMETHEUS_RELEASES[self.prometheus_release]
+        if root_release is None:
+            return argv
+        try:
+            release = Release(root_release, rootfs.build(root_release, log=self._log))
+        except rootfs.RootfsError as exc:
+            raise StackError(f"Prometheus {self.prometheus_release}: {exc}") from exc
+        binds = [self.state_dir, ALERTS_DIR, *([self.targets_dir] if self.targets_dir else [])]
+        return release_command(release, argv, binds)
 
     def _start(self, component: Component) -> None:
         log_path = self.state_dir / "log" / f"{component.name}.log"

@@ -41,6 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "`host`); default: the dev cluster's targets/ when it has hosts (see docs/multihost.md)",
     )
     parser.add_argument("--webhook-url", help="URL for Alertmanager's example `webhook` receiver")
+    parser.add_argument(
+        "--prometheus-release", choices=["2", "3"], default="2",
+        help="2: this machine's Prometheus; 3: Prometheus 3.5 from the Debian sid root filesystem "
+        "(built and cached like `cephscope devcluster rootfs --release tentacle`)",
+    )
     parser.add_argument("--json", action="store_true", help="status as JSON")
 
 
@@ -56,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         webhook_url=args.webhook_url,
         targets_dir=args.targets_dir or (
             cluster_dir / "targets" if (cluster_dir / "targets").is_dir() else None),
+        prometheus_release=args.prometheus_release,
     )
     try:
         if args.action == "up":

@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,7 @@ import pytest
 from cephscope.deploy import rootfs
 from cephscope.deploy.capture_fixtures import parse_bench_output
 from cephscope.deploy.devcluster import DevCluster
+from cephscope.deploy.stack import Stack
 from cephscope.exporter.asok import AsokClient
 from tests.live.conftest import free_port_base
 from tests.unit.fake_asok import exporter_args, parse_samples
@@ -250,3 +252,35 @@ def test_shard_thread_step_restarts_and_verifies(release_cluster: DevCluster, tm
         assert new is not None and new != pid
         assert os.readlink(f"/proc/{new}/root") == str(cluster.release.root)
     assert "osd_op_num_shards" not in {e["name"] for e in cluster.ceph_json("config", "dump")}
+
+
+def test_prometheus_3_stack_scrapes_the_release_and_evaluates_every_rule(
+    release_cluster: DevCluster, tmp_path: Path
+) -> None:
+    """`cephscope stack up --prometheus-release 3`: Prometheus 3.5 from the sid root filesystem
+    scrapes this cluster's exporter and evaluates every shipped rule without an error."""
+    cluster = release_cluster
+    stack = Stack(tmp_path / "stack", port_base=free_port_base(8, avoid={cluster.port_base}),
+                  asok_dir=cluster.asok_dir, ceph_conf=cluster.conf_path, prometheus_release="3")
+    try:
+        stack.up()
+        pid = stack.running()["prometheus"]
+        assert os.readlink(f"/proc/{pid}/root") == str(rootfs.rootfs_path("tentacle"))
+        with urllib.request.urlopen(f"{stack.prometheus_url}/api/v1/status/buildinfo", timeout=10) as r:
+            assert json.load(r)["data"]["version"].startswith("3.")
+        profile = AsokClient(cluster.osd_asok(0)).config_get("osd_mclock_profile")
+        series = stack.wait_for_series(
+            f'cephscope_osd_op_queue_info{{scheduler="mclock",profile="{profile}"}}', timeout=90)
+        assert len(series) == len(cluster.osd_ids())
+        deadline = time.monotonic() + 90
+        while True:
+            with urllib.request.urlopen(f"{stack.prometheus_url}/api/v1/rules", timeout=10) as r:
+                rules = [rule for group in json.load(r)["data"]["groups"] for rule in group["rules"]]
+            if rules and all(rule.get("health") == "ok" for rule in rules):
+                break
+            bad = [(rule["name"], rule.get("health"), rule.get("lastError")) for rule in rules
+                   if rule.get("health") != "ok"]
+            assert time.monotonic() < deadline, bad[:5]
+            time.sleep(2)
+    finally:
+        stack.purge()
