@@ -27,6 +27,7 @@ from cephscope.exporter.collector import DaemonCollector, DaemonSession
 from cephscope.exporter.collectors.perf import (
     PERFCOUNTER_HISTOGRAM,
     PERFCOUNTER_LONGRUNAVG,
+    _number,
     promethize,
 )
 from cephscope.exporter.exposition import COUNTER, GAUGE, MetricSink
@@ -88,12 +89,6 @@ def plan_from_counter_schema(schema: Any, priority: int) -> tuple[_Series, ...]:
                     str(info.get("description") or f"{key} {counter}"),
                 ))
     return tuple(series)
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return int(value)
-    return value if isinstance(value, int | float) else None
 
 
 class LabeledPerfCollector(DaemonCollector):

@@ -5,7 +5,6 @@ osd.0 and osd.1 (tests/fixtures/asok/<version>, made by deploy/capture_fixtures.
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
@@ -24,15 +23,9 @@ from tests.unit.fake_asok import (
     exporter_args,
     load_capture,
 )
+from tests.unit.test_exporter_golden import normalise
 
 DAEMON_COLLECTORS = ("perf", "labeled", "histogram", "opqueue", "ops")
-
-
-def normalise(text: str) -> str:
-    text = re.sub(r"^((?:cephscope_scrape_collector_duration_seconds|"
-                  r"cephscope_osd_op_queue_dump_age_seconds)\{[^}]*\}) .*$", r"\1 0", text,
-                  flags=re.M)
-    return re.sub(r'pythonversion="[^"]*"', 'pythonversion="X"', text)
 
 
 @pytest.mark.parametrize("version", ["18.2.7", "20.2.4"])
