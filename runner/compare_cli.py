@@ -1,4 +1,6 @@
-"""`cephscope compare RUN_A RUN_B`: B against baseline A, per step (same params; all iterations
+"""`cephscope compare RUN_A RUN_B`: first what differs between the two runs' environments
+(hosts' sysctls, kernel, device queues, NICs, then Ceph versions, config, pools, OSDs: see
+`cephscope.runner.environment`), then B against baseline A, per step (same params; all iterations
 of it together) and mode: the mean of every figure (IOPS, average and p99 latency) on each side,
 B/A, and Welch's t-test across the iterations.
 
@@ -29,6 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cephscope.runner.environment import diff as environment_diff
+from cephscope.runner.environment import render_md as render_env_md
 from cephscope.runner.results import ResultsError, RunDir
 from cephscope.runner.stats import NotEnoughSamples, welch
 from cephscope.runner.steps import Step
@@ -161,6 +165,14 @@ def compare_runs(run_a: Path, run_b: Path, threshold_percent: float = DEFAULT_TH
     return comparisons, only_a, only_b
 
 
+def environment_changes(run_a: Path, run_b: Path) -> list[dict[str, Any]] | None:
+    """What differs between the runs' captured environments (None: a run has no capture)."""
+    env_a, env_b = RunDir(Path(run_a)).read_environment(), RunDir(Path(run_b)).read_environment()
+    if env_a is None or env_b is None:
+        return None
+    return environment_diff(env_a, env_b)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_a", type=Path, metavar="RUN_A", help="baseline run dir")
     parser.add_argument("run_b", type=Path, metavar="RUN_B", help="run dir compared to it")
@@ -249,12 +261,20 @@ def run(args: argparse.Namespace) -> int:
     except ResultsError as exc:
         print(f"cephscope compare: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    env_changes = environment_changes(args.run_a, args.run_b)
+    if env_changes is not None and args.format == "md":
+        sys.stdout.write(render_env_md(env_changes) + "\n")
     if not comparisons:
+        if env_changes is not None and args.format == "json":
+            sys.stdout.write(json.dumps({"environment": env_changes}, indent=2) + "\n")
         print(f"cephscope compare: no step of {args.run_b} matches a finished step of "
               f"{args.run_a} (steps match by their params: benchmark, axes, ceph config)",
               file=sys.stderr)
         return EXIT_BAD_INPUT
-    sys.stdout.write(_render(comparisons, only_a, only_b, args.format, threshold, args.alpha))
+    out = _render(comparisons, only_a, only_b, args.format, threshold, args.alpha)
+    if args.format == "json" and env_changes is not None:
+        out = json.dumps({"environment": env_changes, **json.loads(out)}, indent=2) + "\n"
+    sys.stdout.write(out)
     if args.fail_on_regression is None:
         return EXIT_OK
     if any(c.regressions for c in comparisons):

@@ -8,6 +8,8 @@ Series (see docs/metrics.md, section "Runner"):
     cephscope_step_start_timestamp_seconds{run, step}
     cephscope_step_end_timestamp_seconds{run, step}
     cephscope_step_dead_time_seconds{run, step}        config applied -> benchmark started
+    cephscope_run_phase{run, phase, step} 1        while a run phase lasts (idle_baseline,
+                                                   scrub_wait, health_gate, drop_caches, prepare)
     cephscope_client_ops_per_second{run, step, mode}    while running (last per-second sample)
     cephscope_client_bytes_per_second{run, step, mode}
     cephscope_client_latency_seconds{run, step, mode}
@@ -60,6 +62,7 @@ class PhaseMetrics(Collector):
         self._dead: dict[str, float] = {}
         self._done = 0
         self._failed = 0
+        self._phase: tuple[str, str] | None = None  # (phase, step id or "")
 
     # ---- updates from the sweep ----------------------------------------------------------------
 
@@ -76,6 +79,11 @@ class PhaseMetrics(Collector):
             self._ends.pop(step.id, None)
             if dead_time_seconds is not None:
                 self._dead[step.id] = dead_time_seconds
+
+    def set_phase(self, phase: str | None, step_id: str = "") -> None:
+        """A run phase outside the benchmark itself (hygiene, prefill); None ends it."""
+        with self._lock:
+            self._phase = (phase, step_id) if phase else None
 
     def set_mode(self, mode: str) -> None:
         with self._lock:
@@ -132,6 +140,10 @@ class PhaseMetrics(Collector):
             info_rows.append((self.step_info_labels(running.step, mode), 1.0))
         yield family("cephscope_step_info",
                      "1 while the step runs; labels: step params (sweep axes).", info_rows)
+        phase = self._phase
+        yield family("cephscope_run_phase",
+                     "1 while a run phase lasts (hygiene before a step, idle baseline, prepare).",
+                     [({**run, "phase": phase[0], "step": phase[1]}, 1.0)] if phase else [])
         yield family("cephscope_step_start_timestamp_seconds",
                      "Unix time the step's benchmark started.",
                      [({**run, "step": s}, t) for s, t in starts.items()])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from cephscope.runner.cephclient import CephCli, CephError
 from cephscope.runner.spec import PoolProfile
@@ -41,26 +42,33 @@ class PoolManager:
         pools = self.cli.command("osd pool ls", detail="detail") or []
         return {p["pool_name"]: p for p in pools}
 
-    def ensure(self, profile: PoolProfile, application: str = "rados") -> str:
-        """The pool for this profile, created if missing; an existing pool must match."""
+    def ensure(self, profile: PoolProfile, application: str = "rados",
+               overwrites: bool = False) -> str:
+        """The pool for this profile, created if missing; an existing pool must match.
+        `overwrites`: an EC pool that RBD writes data to needs allow_ec_overwrites."""
         name = pool_name_for(profile.name)
         pools = self.existing_pools()
         if name in pools:
             self._check_matches(name, pools[name], profile)
+            if overwrites and profile.is_erasure and \
+                    "ec_overwrites" not in str(pools[name].get("flags_names", "")):
+                self.cli.command("osd pool set", pool=name, var="allow_ec_overwrites", val="true")
             self.log(f"pool {name}: reusing the existing pool")
             return name
         pg = profile.pg_num
         if profile.is_erasure:
             ec_name = name
             self._remember(pool=name, ec_profile=ec_name)
-            self.cli.command("osd erasure-code-profile set", name=ec_name,
-                             profile=[f"k={profile.erasure_k}", f"m={profile.erasure_m}",
-                                      f"plugin={profile.erasure_plugin}",
-                                      f"crush-failure-domain={profile.failure_domain}"],
+            settings = [f"k={profile.erasure_k}", f"m={profile.erasure_m}",
+                        f"plugin={profile.erasure_plugin}",
+                        f"crush-failure-domain={profile.failure_domain}"]
+            if profile.stripe_unit:
+                settings.append(f"stripe_unit={profile.stripe_unit}")
+            self.cli.command("osd erasure-code-profile set", name=ec_name, profile=settings,
                              force=True)
             self.cli.command("osd pool create", pool=name, pg_num=pg, pgp_num=pg,
                              pool_type="erasure", erasure_code_profile=ec_name)
-            if profile.ec_overwrites:
+            if profile.ec_overwrites or overwrites:
                 self.cli.command("osd pool set", pool=name, var="allow_ec_overwrites", val="true")
         else:
             self._remember(pool=name)
@@ -77,6 +85,19 @@ class PoolManager:
                          yes_i_really_mean_it=True)
         self.log(f"pool {name}: created ({self.describe(profile)})")
         return name
+
+    def describe_pools(self, names: list[str]) -> dict[str, Any]:
+        """What a step ran on: each pool's `osd pool ls detail` entry and its EC profile."""
+        pools = self.existing_pools()
+        found: dict[str, Any] = {}
+        for name in names:
+            entry = dict(pools.get(name, {}))
+            ec = entry.get("erasure_code_profile")
+            if entry.get("type") == 3 and ec:
+                entry["erasure_code_profile_settings"] = self.cli.command(
+                    "osd erasure-code-profile get", name=ec)
+            found[name] = entry
+        return found
 
     @staticmethod
     def describe(profile: PoolProfile) -> str:

@@ -8,6 +8,7 @@ Layout:
       spec.resolved.json       the spec as the runner understood it
       pre_sweep_config.json    config db + running values of touched options before the sweep
       pre_sweep_knobs.json     host knob values (read-ahead, queue, sysctl) before the sweep
+      environment.json         versions, config, pools, OSDs, hosts' kernel/sysctl/queues/NICs
       state.json               pools the run created (so a resumed run can remove them)
       step-<id>/               one per step (name from the deterministic step id)
         params.json            step params
@@ -214,6 +215,13 @@ class RunDir:
 
     def write_pre_sweep_config(self, snapshot: Mapping[str, Any]) -> None:
         atomic_write_json(self.path / "pre_sweep_config.json", dict(snapshot))
+
+    def write_environment(self, environment: Mapping[str, Any]) -> None:
+        atomic_write_json(self.path / "environment.json", dict(environment))
+
+    def read_environment(self) -> dict[str, Any] | None:
+        path = self.path / "environment.json"
+        return read_json(path) if path.exists() else None
 
     def write_pre_sweep_knobs(self, snapshot: list[dict[str, Any]]) -> None:
         atomic_write_json(self.path / "pre_sweep_knobs.json", list(snapshot))

@@ -78,7 +78,7 @@ CBT_BENCHMARK_KEYS_IGNORED = frozenset(
         "client_ra", "log_avg_msec", "log_iops", "log_bw", "log_lat", "fio_out_format",
         "ramp", "norandommap", "random_distribution", "procs_per_volume", "volumes_per_client",
         "rate_iops", "use_existing_volumes", "no_sudo", "end_fill_percentage", "prefill",
-        "idle_monitor_sleep", "recov_test_type", "data_pool_profile", "rbdadd_mons",
+        "idle_monitor_sleep", "recov_test_type", "rbdadd_mons",
         "rbdadd_options", "direct", "poolname", "mode_args", "workloads", "client_endpoints",
         # from CBT's benchmark/*.py and example/*.yaml
         "vol_order", "pgs", "pgs_per_pool", "total_iodepth", "recov_pool_profile",
@@ -104,7 +104,7 @@ POOL_PROFILE_KEYS_IGNORED = frozenset(
      "prefill_recovery_object_size", "prefill_recovery_threads"}
 )
 ERASURE_PROFILE_KEYS = frozenset({"erasure_k", "erasure_m", "erasure_plugin", "failure_domain",
-                                  "k", "m", "plugin"})
+                                  "k", "m", "plugin", "stripe_unit"})
 # Size of a pool profile that says `replication: 'replicated'` (CBT's examples).
 DEFAULT_REPLICATED_SIZE = 3
 RESTART_KEYS = frozenset({"method", "command", "rolling", "timeout"})
@@ -137,6 +137,7 @@ class PoolProfile:
     erasure_plugin: str = "jerasure"
     failure_domain: str = "osd"
     ec_overwrites: bool = False
+    stripe_unit: int | None = None  # bytes per data chunk (the EC profile's stripe_unit)
 
     @property
     def is_erasure(self) -> bool:
@@ -519,7 +520,10 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
         accepted: Mapping[str, tuple[type, ...]] = getattr(cls, "parameters", {})
         for key, value in params.items():
             pk = (*kp, key)
-            if key == "pool_profile":
+            if key in ("pool_profile", "data_pool_profile"):
+                if key == "data_pool_profile" and key not in accepted:
+                    c.error(pk, value, f"{bname} has no separate data pool")
+                    continue
                 names = c.axis_values(pk, value, (str,))
                 for i, n in enumerate(names or []):
                     if n not in spec.pool_profiles:
@@ -616,6 +620,7 @@ def _pool_profile(c: _Checker, kp: tuple[Any, ...], name: str, pp: Any,
         m = pp.get("erasure_m")
         plugin = "jerasure"
         failure_domain = "osd"
+        stripe_unit = None
         ep_name = pp.get("erasure_profile")
         if ep_name is not None:
             ep = erasure_profiles.get(str(ep_name))
@@ -627,13 +632,17 @@ def _pool_profile(c: _Checker, kp: tuple[Any, ...], name: str, pp: Any,
             m = ep.get("erasure_m", ep.get("m", m))
             plugin = ep.get("erasure_plugin", ep.get("plugin", plugin))
             failure_domain = ep.get("failure_domain", failure_domain)
+            stripe_unit = ep.get("stripe_unit")
         k_ok = _int(c, (*kp, "erasure_k"), k, 1)
         m_ok = _int(c, (*kp, "erasure_m"), m, 1)
+        if stripe_unit is not None:
+            stripe_unit = _int(c, (*kp, "erasure_profile", "stripe_unit"), stripe_unit, 512)
         if len(c.problems) > before or k_ok is None or m_ok is None or pg_num is None:
             return None
         return PoolProfile(name=name, replication=None, pg_num=pg_num, erasure_k=k_ok,
                            erasure_m=m_ok, erasure_plugin=str(plugin),
-                           failure_domain=str(failure_domain), ec_overwrites=bool(ec_overwrites))
+                           failure_domain=str(failure_domain), ec_overwrites=bool(ec_overwrites),
+                           stripe_unit=stripe_unit)
     size = _int(c, (*kp, "replication"), replication, 1)
     if len(c.problems) > before or size is None or pg_num is None:
         return None

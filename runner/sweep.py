@@ -41,7 +41,9 @@ from cephscope.runner.clients import (
     require_reachable,
     start_skew,
 )
+from cephscope.runner.environment import capture as capture_environment
 from cephscope.runner.hostexec import HostExec
+from cephscope.runner.hygiene import Hygiene, HygieneOptions
 from cephscope.runner.knobs.base import KnobError
 from cephscope.runner.knobs.ceph_config import ConfigManager, ConfigSnapshot
 from cephscope.runner.knobs.host import HostKnobs
@@ -95,6 +97,7 @@ class SweepOptions:
     conf: Path | None = None
     # how to reach the cluster when the caller decided it (the CLI builds it for --devcluster)
     target: CephTarget | None = None
+    hygiene: HygieneOptions = field(default_factory=HygieneOptions)
     asok_dir: Path = Path("/var/run/ceph")
     client_name: str = "client.admin"
     keyring: Path | None = None
@@ -149,6 +152,7 @@ class Sweep:
         self.target: CephTarget | None = None
         self.cli: CephCli | None = None
         self.host_knobs: HostKnobs | None = None
+        self.hygiene: Hygiene | None = None
         self.knob_snapshot: list[dict[str, Any]] | None = None
         self.config: ConfigManager | None = None
         self.run_dir: RunDir | None = None
@@ -210,6 +214,8 @@ class Sweep:
         self.config = ConfigManager(self.cli, restart, target.osd_asok, rolling=rolling,
                                     timeout_seconds=spec.restart.timeout_seconds, log=self.log)
         self.host_knobs = HostKnobs(self.cli, target.host_for, spec.sysctl_on)
+        self.hygiene = Hygiene(self.cli, target.host_for, self.host_knobs.devices, o.hygiene,
+                               log=self.log)
 
     def plan(self, spec: Spec, steps: list[Step] | None = None, *,
              cluster_optional: bool = False) -> Plan:
@@ -359,6 +365,15 @@ class Sweep:
                 elif spec.ceph_config:
                     self.snapshot = self.config.snapshot(spec.ceph_config)
                     rd.write_pre_sweep_config(self.snapshot.to_dict())
+                if rd.read_environment() is None and self.target is not None \
+                        and self.host_knobs is not None:
+                    rd.write_environment(capture_environment(
+                        self.cli, self.target.host_for, self.target.osd_asok,
+                        self.host_knobs.devices))
+                if self.hygiene is not None:
+                    self.hygiene.metrics = self.metrics
+                    flags = self.hygiene.start_run(list(rd.read_state().get("scrub_flags_set", [])))
+                    rd.update_state(scrub_flags_set=flags)
                 self.knob_snapshot = rd.read_pre_sweep_knobs()
                 if self.knob_snapshot is None and knob_values(spec):
                     assert self.host_knobs is not None
@@ -373,6 +388,14 @@ class Sweep:
                                                         created_erasure_profiles=e))
                 self.touched_cluster = True
                 ran_steps = True
+                if self.hygiene is not None and "idle_baseline" not in rd.read_state():
+                    if self.opts.metrics_port is None and not self.opts.prometheus_url:
+                        self.log("idle baseline skipped: no --metrics-port or --prometheus-url "
+                                 "records it")
+                    else:
+                        idle: dict[str, Any] = {}
+                        self.hygiene.idle_baseline(idle)
+                        rd.update_state(idle_baseline=idle.get("idle_baseline"))
                 self._run_steps(spec, plan, baseline)
         except Interrupted:
             interrupted = True
@@ -408,6 +431,13 @@ class Sweep:
             problems += knob_problems
         if self.touched_cluster and self.pools is not None and not self.opts.keep_pools:
             problems += self.pools.remove_created()
+        if self.touched_cluster and self.hygiene is not None and self.hygiene.flags_set:
+            flags = list(self.hygiene.flags_set)
+            flag_problems = self.hygiene.finish_run()
+            if not flag_problems:
+                self.run_dir.update_state(scrub_flags_set=[])
+                self.log(f"unset the run's OSD flags ({', '.join(flags)})")
+            problems += flag_problems
         for p in problems:
             self.log(f"error: {p}")
         if problems:
@@ -482,7 +512,8 @@ class Sweep:
                 if error and self.opts.stop_on_failure:
                     break
 
-    def _pool_for(self, spec: Spec, step: Step) -> str:
+    def _pool_for(self, spec: Spec, step: Step) -> tuple[str, str | None]:
+        """(pool, data pool or None) of the step, created when missing."""
         assert self.pools is not None
         application = self.benchmarks[step.benchmark].pool_application
         assert self.config is not None
@@ -492,9 +523,14 @@ class Sweep:
         else:
             default = self.opts.rbd_pool if application == "rbd" else self.opts.pool
             name = self.pools.ensure_named(default, application)
+        data_pool = None
+        data_profile = step.params.get("data_pool_profile")
+        if data_profile:
+            data_pool = self.pools.ensure(spec.pool_profiles[data_profile], application,
+                                          overwrites=True)
         if len(self.pools.created) != before:
             self.config.restarter.wait_pgs_active_clean()  # a new pool's PGs must be clean first
-        return name
+        return name, data_pool
 
     def _run_one(self, spec: Spec, step: Step, baseline: Mapping[str, Any] | None,
                  progress: Progress) -> str | None:
@@ -507,7 +543,9 @@ class Sweep:
         ctx: BenchContext | None = None
         try:
             step_dir = rd.begin_step(step)
-            pool = self._pool_for(spec, step)
+            pool, data_pool = self._pool_for(spec, step)
+            assert self.pools is not None
+            ts["pools"] = self.pools.describe_pools([p for p in (pool, data_pool) if p])
             ts["config_start"] = time.time()
             report = self.config.apply(step.ceph_config)
             if step.knobs:
@@ -522,13 +560,20 @@ class Sweep:
                 cluster=ClusterAccess(self.cli.conf_path, self.cli.client_name,
                                       self.cli.keyring_path,
                                       self.target.tool_prefix if self.target else ()),
-                pool=pool, step_dir=step_dir, run_id=rd.run_id, step_id=step.id,
+                pool=pool, data_pool=data_pool, step_dir=step_dir, run_id=rd.run_id,
+                step_id=step.id,
                 report_progress=self._live(progress),
                 env={**os.environ, "CEPH_CONF": str(self.cli.conf_path)},
                 timeout_seconds=self.opts.step_timeout_seconds
                 or max(600.0, 3 * cls.estimated_seconds(params)),
                 clients=self.clients)
-            bench.prepare(ctx)
+            ts["prepare_start"] = time.time()
+            self.metrics.set_phase("prepare", step.id)
+            bench.prepare(ctx)  # includes the RBD prefill
+            self.metrics.set_phase(None)
+            ts["prepared"] = time.time()
+            if self.hygiene is not None:
+                ts["hygiene"] = self.hygiene.before_step(step.id)
             ts["started"] = time.time()
             ts["dead_time_seconds"] = ts["started"] - ts["config_start"]
             self.metrics.start_step(step, ts["started"], ts["dead_time_seconds"], baseline)
@@ -560,6 +605,7 @@ class Sweep:
             rd.finish_step(step, results, ts, report.verified)
             return None
         except (CephError, KnobError, BenchmarkError, OSError, ValueError, KeyError) as exc:
+            self.metrics.set_phase(None)
             if "started" in ts and "ended" not in ts:
                 ts["ended"] = time.time()
                 self.metrics.end_step(ts["ended"])

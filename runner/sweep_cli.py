@@ -10,6 +10,7 @@ from pathlib import Path
 from cephscope.runner.annotations import TOKEN_ENV
 from cephscope.runner.cephclient import CephError, CephTarget
 from cephscope.runner.clients import SshSettings
+from cephscope.runner.hygiene import HygieneOptions
 from cephscope.runner.results import ResultsError
 from cephscope.runner.spec import RESTART_METHODS, SSH_OPTION, SpecError
 from cephscope.runner.sweep import (
@@ -90,6 +91,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="attach annotations to this dashboard (default: organisation-wide)")
     obs.add_argument("--baseline", type=Path, metavar="RUN_DIR",
                      help="publish this earlier run's per-step results as baseline metrics")
+    hygiene = parser.add_argument_group("run hygiene (each on by default)")
+    hygiene.add_argument("--no-drop-caches", dest="drop_caches", action="store_false",
+                         help="do not sync + drop the page cache on OSD hosts and the client "
+                              "before each step's measurement")
+    hygiene.add_argument("--no-scrub-guard", dest="scrub_guard", action="store_false",
+                         help="do not set noscrub/nodeep-scrub for the run nor wait for running "
+                              "scrubs before each step")
+    hygiene.add_argument("--no-health-gate", dest="health_gate", action="store_false",
+                         help="do not wait for settled PGs and no unexpected health check")
+    hygiene.add_argument("--health-timeout", type=float, default=120.0, metavar="SECONDS",
+                         help="how long a step waits for the health gate (default 120)")
+    hygiene.add_argument("--health-allow", action="append", default=[], metavar="CHECK",
+                         help="a health check that does not stop a step (repeatable), "
+                              "e.g. POOL_NO_REDUNDANCY")
+    hygiene.add_argument("--idle-baseline", type=float, default=30.0, metavar="SECONDS",
+                         help="quiet window at run start, tagged as a phase (CBT's "
+                              "idle_monitor_sleep; default 30, 0 = off; needs --metrics-port "
+                              "or --prometheus-url to be of use)")
     parser.add_argument("--step-timeout", type=float, metavar="SECONDS",
                         help="kill a step's benchmark after this long (default: 3 x estimate, "
                              "at least 600 s)")
@@ -101,6 +120,11 @@ def options_from_args(args: argparse.Namespace, target: CephTarget | None = None
     return SweepOptions(
         spec_path=args.spec, resume_dir=args.resume, results_dir=args.results_dir,
         dry_run=args.dry_run, conf=args.conf, target=target,
+        hygiene=HygieneOptions(drop_caches=args.drop_caches, scrub_guard=args.scrub_guard,
+                               health_gate=args.health_gate,
+                               idle_baseline_seconds=args.idle_baseline,
+                               health_timeout_seconds=args.health_timeout,
+                               health_allow=tuple(args.health_allow)),
         asok_dir=args.asok_dir, client_name=args.client_name, keyring=args.keyring,
         metrics_port=args.metrics_port, metrics_linger_seconds=args.metrics_linger,
         grafana_url=args.grafana_url,

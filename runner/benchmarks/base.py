@@ -66,6 +66,8 @@ class BenchContext:
     # Extra environment for the tool (e.g. CEPH_CONF); never a shell.
     env: Mapping[str, str] = field(default_factory=dict)
     timeout_seconds: float = 3600.0
+    # where image data goes when it is not `pool` (RBD's --data-pool: an EC pool)
+    data_pool: str | None = None
     # Where the tool runs: every client at once (empty: this machine only, as one client).
     clients: Sequence[HostExec] = ()
 

@@ -378,6 +378,7 @@ class LibrbdFio(Benchmark):
         "prefill": (bool,),
         "cmd_path": (str,),
         "pool_profile": (str,),
+        "data_pool_profile": (str,),
         "poolname": (str,),
     }
     defaults: ClassVar[Mapping[str, Any]] = {
@@ -508,9 +509,10 @@ class LibrbdFio(Benchmark):
                 spec = f"{ctx.pool}/{image}"
                 # a leftover of an interrupted attempt of this same step: start clean
                 run_quick(self._rbd(ctx, "rm", "--no-progress", spec), timeout, "librbdfio prepare", ctx.env)
+                data_pool = ["--data-pool", ctx.data_pool] if ctx.data_pool else []
                 created = run_quick(
                     self._rbd(ctx, "create", "--size", f"{int(self.settings['vol_size'])}M",
-                              "--object-size", str(object_size), spec),
+                              "--object-size", str(object_size), *data_pool, spec),
                     timeout, "librbdfio prepare", ctx.env,
                 )
                 if created.returncode != 0:

@@ -336,7 +336,7 @@ class HostKnobs:
                  sysctl_on: Mapping[str, str] | None = None,
                  resolver: DeviceResolver | None = None) -> None:
         files = HostFiles(host_for)
-        devices = OsdDevices(cli, host_for, resolver)
+        self.devices = devices = OsdDevices(cli, host_for, resolver)
         self.kinds: dict[str, HostFileKnob] = {
             KIND_OSD_RA: OsdReadAhead(files, devices),
             KIND_BLOCK_QUEUE: BlockQueue(files, devices),

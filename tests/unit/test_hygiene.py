@@ -1,0 +1,88 @@
+"""Run hygiene against a scripted mon: scrub flags, health gate, cache drop, phases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cephscope.runner.hygiene import Hygiene, HygieneError, HygieneOptions
+from cephscope.runner.knobs.host import OsdDevices
+from cephscope.runner.phase_metrics import PhaseMetrics
+from tests.unit.test_knobs_host import RootedHost
+
+
+class Mon:
+    def __init__(self, flags: str = "sortbitwise", pg_states: list[list[str]] | None = None,
+                 checks: dict[str, Any] | None = None) -> None:
+        self.flags = flags
+        self.pg_states = pg_states or [["active+clean"]]
+        self.checks = checks or {}
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def command(self, prefix: str, **args: Any) -> Any:
+        self.calls.append((prefix, args))
+        if prefix == "osd dump":
+            return {"flags": self.flags}
+        if prefix == "pg stat":
+            states = self.pg_states.pop(0) if len(self.pg_states) > 1 else self.pg_states[0]
+            return {"pg_summary": {"num_pg_by_state": [{"name": s, "num": 8} for s in states]}}
+        if prefix == "health":
+            return {"status": "HEALTH_WARN" if self.checks else "HEALTH_OK",
+                    "checks": self.checks}
+        if prefix == "osd metadata":
+            return [{"id": 0, "hostname": "here", "devices": "loop0"}]
+        if prefix in ("osd set", "osd unset"):
+            return None
+        raise AssertionError(prefix)
+
+
+def hygiene(mon: Mon, root: Path | None = None, **options: Any) -> Hygiene:
+    def host_for(name: str) -> RootedHost:
+        assert root is not None
+        return RootedHost(root)
+
+    opts = HygieneOptions(poll_seconds=0.01, health_timeout_seconds=0.3, **options)
+    return Hygiene(mon, host_for, OsdDevices(mon, host_for), opts,  # type: ignore[arg-type]
+                   log=lambda m: None)
+
+
+def test_scrub_flags_set_for_the_run_and_only_those_unset():
+    mon = Mon(flags="noscrub,sortbitwise")
+    h = hygiene(mon)
+    assert h.start_run([]) == ["nodeep-scrub"]
+    assert h.finish_run() == []
+    assert [(p, a) for p, a in mon.calls if p in ("osd set", "osd unset")] == [
+        ("osd set", {"key": "nodeep-scrub"}), ("osd unset", {"key": "nodeep-scrub"})]
+
+
+def test_step_waits_for_scrubs_and_settled_pgs_in_phases(tmp_path):
+    (tmp_path / "proc/sys/vm").mkdir(parents=True)
+    (tmp_path / "proc/sys/vm/drop_caches").write_text("")
+    mon = Mon(pg_states=[["active+clean+scrubbing"], ["active+undersized+degraded"],
+                         ["active+clean"]])
+    h = hygiene(mon, tmp_path)
+    metrics = PhaseMetrics("r", "s", {}, ["radosbench"], 1)
+    h.metrics = metrics
+    timings = h.before_step("abc")
+    assert list(timings) == ["scrub_wait", "health_gate", "drop_caches"]
+    assert all(t["end"] >= t["start"] for t in timings.values())
+    assert (tmp_path / "proc/sys/vm/drop_caches").read_text() == "3"
+    assert "cephscope_run_phase{" not in metrics.render()  # phase over
+
+
+def test_health_gate_names_the_unexpected_check():
+    mon = Mon(checks={"SLOW_OPS": {"summary": {"message": "3 slow ops"}},
+                      "OSDMAP_FLAGS": {"summary": {"message": "noscrub flag(s) set"}}})
+    with pytest.raises(HygieneError, match=r"no unexpected health check not reached after "
+                                           r"0s: SLOW_OPS: 3 slow ops$"):
+        hygiene(mon, drop_caches=False).before_step("abc")
+    assert hygiene(mon, drop_caches=False, health_allow=("SLOW_OPS",)).before_step("x")
+
+
+def test_unsettled_pgs_fail_the_step_naming_their_state():
+    mon = Mon(pg_states=[["active+recovering+degraded"]])
+    with pytest.raises(HygieneError, match="PGs settled not reached.*8 active"
+                                           r"\+recovering\+degraded"):
+        hygiene(mon, drop_caches=False, scrub_guard=False).before_step("abc")
