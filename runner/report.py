@@ -415,6 +415,12 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
     plot_paths += front_plots
     if rec_lines:
         md += ["## Recommendation", "", "```", *rec_lines, "```", ""]
+    recovery = recovery_table(run_dir)
+    if recovery:
+        md += ["## Recovery tests", "", "Client figures per phase (the benchmark's per-second "
+               "samples inside each phase); recovery = degraded until no object is degraded, "
+               "backfill = OSDs back in until no object is misplaced.", "",
+               markdown_table(*recovery), ""]
     if plot_paths:
         md += ["## Plots", ""]
         md += [f"![{p.stem}]({PLOT_DIR}/{p.name})" for p in plot_paths]
@@ -460,6 +466,32 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
     html_path = run_dir / "report.html"
     atomic_write_text(html_path, "\n".join(h))
     return Report(md_path, html_path, plot_paths, rows)
+
+
+def recovery_table(run_dir: Path) -> tuple[list[str], list[list[str]]] | None:
+    """One row per recovery-test phase of every step that ran one."""
+    rd = RunDir(run_dir)
+    body = []
+    for step in rd.steps():
+        result = rd.step_result(step)
+        rec = ((result or {}).get("timestamps") or {}).get("recovery")
+        if not rec:
+            continue
+        for p in rec.get("phases", []):
+            client = rec.get("client", {}).get(p["phase"], {})
+            lat = client.get("latency_mean_seconds")
+            body.append([step.id, p["phase"], _fmt(p.get("end", p["start"]) - p["start"]),
+                         _fmt(client.get("iops_mean"), digits=0),
+                         _fmt(lat, 1e3, 2) if lat is not None else "-"])
+        rate = rec.get("recovery_bytes_per_second_mean")
+        body.append([step.id, "summary",
+                     f"recovery {_fmt(rec.get('recovery_seconds'))} s, backfill "
+                     f"{_fmt(rec.get('backfill_seconds'))} s",
+                     f"max degraded objects {rec.get('max_degraded_objects', 0):.0f}",
+                     f"recovery {_fmt(rate, 1 / 2**20)} MiB/s" if rate else "-"])
+    if not body:
+        return None
+    return ["step", "phase", "seconds", "client IOPS", "client latency ms"], body
 
 
 def _notes(rows: Iterable[Row]) -> list[str]:

@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from cephscope.runner.axes import axes_product
+from cephscope.runner.recovery import RecoverySpec, parse_recovery
 from cephscope.runner.search.settings import AdaptiveIterations, parse_iterations, parse_search
 
 # Keys in CBT's `cluster:` section that build or describe a cluster cephscope does not manage:
@@ -42,7 +43,7 @@ CBT_CLUSTER_KEYS_IGNORED = frozenset(
         "mon_valgrind", "rgw_valgrind", "mgr_valgrind", "mds_valgrind", "newstore_block",
         "rgw_pools", "rgw_rebuild", "mgr_modules", "is_teuthology", "stress_lib",
         "ceph_cmd_prefix", "pool_profile", "client_endpoints", "cache_profiles",
-        "crush_profiles", "clusterid_prefix", "recovery_test", "version_compat",
+        "crush_profiles", "clusterid_prefix", "version_compat",
         # tool paths and host lists of CBT's own examples (ceph/cbt example/*.yaml)
         "ceph.conf", "rbd-nbd_cmd", "rbd-fuse_cmd", "radosgw-admin_cmd", "pid_dir", "servers",
         "ceph-osd_cmd_prefix", "use_existing_pools",
@@ -51,7 +52,7 @@ CBT_CLUSTER_KEYS_IGNORED = frozenset(
 # `cluster:` keys cephscope acts on.
 CLUSTER_KEYS_USED = frozenset(
     {"use_existing", "iterations", "pool_profiles", "erasure_profiles", "conf_file", "clusterid",
-     "osd_ra",
+     "osd_ra", "recovery_test",
      # where things run (CBT's names), and how the runner reaches them over SSH (cephscope's)
      "head", "clients", "osds", "mons", "user",
      "ssh_config", "ssh_port", "ssh_identity_file", "ssh_options"}
@@ -66,7 +67,8 @@ OSD_ID_PLACEHOLDER = "{id}"
 # Top-level keys.
 TOP_KEYS = frozenset(
     {"cluster", "benchmarks", "pool_profiles", "erasure_profiles", "iterations", "ceph_config",
-     "restart", "name", "description", "search", "osd_ra", "block_queue", "sysctl"}
+     "restart", "name", "description", "search", "osd_ra", "block_queue", "sysctl",
+     "recovery_test"}
 )
 TOP_KEYS_CBT_IGNORED = frozenset({"monitoring_profiles", "client_endpoints"})
 
@@ -78,7 +80,7 @@ CBT_BENCHMARK_KEYS_IGNORED = frozenset(
         "client_ra", "log_avg_msec", "log_iops", "log_bw", "log_lat", "fio_out_format",
         "ramp", "norandommap", "random_distribution", "procs_per_volume", "volumes_per_client",
         "rate_iops", "use_existing_volumes", "no_sudo", "end_fill_percentage", "prefill",
-        "idle_monitor_sleep", "recov_test_type", "rbdadd_mons",
+        "idle_monitor_sleep", "rbdadd_mons",
         "rbdadd_options", "direct", "poolname", "mode_args", "workloads", "client_endpoints",
         # from CBT's benchmark/*.py and example/*.yaml
         "vol_order", "pgs", "pgs_per_pool", "total_iodepth", "recov_pool_profile",
@@ -194,6 +196,7 @@ class Spec:
     benchmark_knobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     sysctl_on: dict[str, str] = field(default_factory=dict)  # `sysctl.<key>` -> osds|clients|all
     hosts: HostsSpec = field(default_factory=lambda: HostsSpec())
+    recovery: RecoverySpec | None = None  # CBT's recovery_test, run during every step
 
     def line_of(self, path: tuple[Any, ...]) -> int | None:
         # Fall back to the closest enclosing key that has a line.
@@ -215,6 +218,7 @@ class Spec:
             **({"knobs": self.knobs} if self.knobs else {}),
             **({"benchmark_knobs": self.benchmark_knobs} if self.benchmark_knobs else {}),
             **({"sysctl_on": self.sysctl_on} if self.sysctl_on else {}),
+            **({"recovery_test": self.recovery.to_dict()} if self.recovery else {}),
             "benchmarks": self.benchmarks,
             "pool_profiles": {n: p.to_dict() for n, p in self.pool_profiles.items()},
             "restart": {
@@ -502,6 +506,7 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
     spec.restart = _restart(c, rs)
 
     # benchmarks
+    recov_types: dict[str, Any] = {}
     bms = c.mapping(("benchmarks",), data.get("benchmarks"))
     if not bms and "benchmarks" not in data:
         c.error(("benchmarks",), None, "missing: the spec needs at least one benchmark")
@@ -538,6 +543,8 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
             elif key in accepted:
                 if c.axis_values(pk, value, tuple(accepted[key])) is not None:
                     kept[key] = value
+            elif key == "recov_test_type":  # CBT's, per benchmark: applies to the recovery test
+                recov_types[bname] = value
             elif key == "osd_ra":  # CBT sets read-ahead per benchmark
                 if c.axis_values(pk, value, (int,)) is not None:
                     spec.benchmark_knobs.setdefault(bname, {})["osd_ra"] = value
@@ -546,6 +553,17 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
             else:
                 c.error(pk, value, f"unknown {bname} parameter")
         spec.benchmarks[bname] = kept
+
+    for kp, container in ((("recovery_test",), data), (("cluster", "recovery_test"), cluster)):
+        if "recovery_test" in container:
+            types = set(map(str, recov_types.values()))
+            if len(types) > 1:
+                c.error(("benchmarks",), sorted(types), "one recov_test_type for the run")
+            spec.recovery, problems = parse_recovery(container["recovery_test"],
+                                                     next(iter(types), None), c._where, kp)
+            c.problems += problems
+    if recov_types and spec.recovery is None:
+        c.error(("benchmarks",), recov_types, "recov_test_type without a recovery_test section")
 
     if "search" in data:
         spec.search, problems = parse_search(data["search"], c._where, spec.benchmarks)

@@ -49,6 +49,7 @@ from cephscope.runner.knobs.ceph_config import ConfigManager, ConfigSnapshot
 from cephscope.runner.knobs.host import HostKnobs
 from cephscope.runner.phase_metrics import MetricsServer, PhaseMetrics
 from cephscope.runner.pools import PoolManager
+from cephscope.runner.recovery import RecoverySpec, RecoveryTest
 from cephscope.runner.restart import make_restart_method
 from cephscope.runner.results import ResultsError, RunDir, load_baseline
 from cephscope.runner.search import live as live_search
@@ -153,6 +154,7 @@ class Sweep:
         self.cli: CephCli | None = None
         self.host_knobs: HostKnobs | None = None
         self.hygiene: Hygiene | None = None
+        self.recovery: RecoveryTest | None = None
         self.knob_snapshot: list[dict[str, Any]] | None = None
         self.config: ConfigManager | None = None
         self.run_dir: RunDir | None = None
@@ -431,6 +433,12 @@ class Sweep:
             problems += knob_problems
         if self.touched_cluster and self.pools is not None and not self.opts.keep_pools:
             problems += self.pools.remove_created()
+        pending = self.run_dir.read_state().get("recovery_osds") or []
+        if self.touched_cluster and pending and self.cli is not None:
+            # a recovery test the run did not finish (killed, now resumed): OSDs back in
+            spec_recovery = RecoverySpec(tuple(pending))
+            problems += RecoveryTest(self.cli, spec_recovery, "").undo()
+            self.run_dir.update_state(recovery_osds=[])
         if self.touched_cluster and self.hygiene is not None and self.hygiene.flags_set:
             flags = list(self.hygiene.flags_set)
             flag_problems = self.hygiene.finish_run()
@@ -541,6 +549,8 @@ class Sweep:
         ts: dict[str, Any] = {}
         bench: Benchmark | None = None
         ctx: BenchContext | None = None
+        recovery: RecoveryTest | None = None
+        samples: list[LiveSample] = []
         try:
             step_dir = rd.begin_step(step)
             pool, data_pool = self._pool_for(spec, step)
@@ -562,7 +572,7 @@ class Sweep:
                                       self.target.tool_prefix if self.target else ()),
                 pool=pool, data_pool=data_pool, step_dir=step_dir, run_id=rd.run_id,
                 step_id=step.id,
-                report_progress=self._live(progress),
+                report_progress=self._live(progress, samples),
                 env={**os.environ, "CEPH_CONF": str(self.cli.conf_path)},
                 timeout_seconds=self.opts.step_timeout_seconds
                 or max(600.0, 3 * cls.estimated_seconds(params)),
@@ -578,6 +588,11 @@ class Sweep:
             ts["dead_time_seconds"] = ts["started"] - ts["config_start"]
             self.metrics.start_step(step, ts["started"], ts["dead_time_seconds"], baseline)
             rd.write_timestamps(step, ts)
+            if spec.recovery is not None:
+                recovery = RecoveryTest(self.cli, spec.recovery, step.id, self.metrics, self.log)
+                self.recovery = recovery
+                rd.update_state(recovery_osds=list(spec.recovery.osds))
+                recovery.start()
             results = []
             modes: dict[str, dict[str, float]] = {}
             for mode in bench.modes():
@@ -597,6 +612,13 @@ class Sweep:
                         self.log(f"step {step.id} {mode}: {len(names)} clients, start skew "
                                  f"{skew:.3f}s")
                 results.append(result)
+            if recovery is not None:
+                recovery.wait()  # blocking: the step lasts until the cluster has recovered
+                ts["recovery"] = recovery.result(samples)
+                rd.update_state(recovery_osds=[])
+                self.recovery = None
+                if recovery.error:
+                    raise CephError(recovery.error)
             ts["ended"] = time.time()
             ts["modes"] = modes
             self.metrics.end_step(ts["ended"])
@@ -615,17 +637,23 @@ class Sweep:
             self.failed.append(step.id)
             return error
         finally:
+            if recovery is not None and self.recovery is not None:
+                recovery.stop()  # the step failed or was interrupted: OSDs back in, noup off
+                self.recovery = None
             if bench is not None and ctx is not None:
                 try:
                     bench.cleanup(ctx)
                 except Exception as exc:  # cleanup problems never hide the step's outcome
                     self.log(f"step {step.id}: benchmark cleanup failed: {exc}")
 
-    def _live(self, progress: Progress) -> Callable[[str, LiveSample], None]:
+    def _live(self, progress: Progress, samples: list[LiveSample] | None = None,
+              ) -> Callable[[str, LiveSample], None]:
         metrics = self.metrics
         assert metrics is not None
 
         def report(mode: str, sample: LiveSample) -> None:
+            if samples is not None:
+                samples.append(sample)
             metrics.live_sample(mode, sample)
             progress.live(mode, sample)
 

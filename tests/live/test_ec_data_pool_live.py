@@ -67,7 +67,7 @@ def shard_writes(cluster: DevCluster) -> dict[int, int]:
 def test_librbdfio_on_an_ec_3_3_data_pool(devcluster6, tmp_path):
     spec = tmp_path / "ec.yaml"
     spec.write_text(SPEC)
-    results = tmp_path / "run"
+    results = tmp_path / tmp_path.name  # the dir name is the run id: unique per session
     before = shard_writes(devcluster6)
     sweep = subprocess.Popen([sys.executable, "-m", "cephscope.cli", "sweep", str(spec),
                               "--devcluster", str(devcluster6.state_dir), "--results-dir",

@@ -98,9 +98,9 @@ def test_knob_axes_applied_verified_and_restored_after_kill_and_resume(
     swappiness = 1 if before["swappiness"] != "1" else 2
     spec = tmp_path / "knobs.yaml"
     spec.write_text(SPEC.format(swappiness=swappiness))
-    results = tmp_path / "run"
+    results = tmp_path / tmp_path.name  # the dir name is the run id: unique per session
     common = ["--devcluster", str(devcluster.state_dir), "--metrics-port",
-              str(stack.runner_port), "--metrics-linger", "0"]
+              str(stack.runner_port), "--metrics-linger", "0", "--idle-baseline", "6"]
     log1 = (tmp_path / "first.log").open("w")
     first = subprocess.Popen(sweep_argv(str(spec), "--results-dir", str(results), *common),
                              stdout=log1, stderr=subprocess.STDOUT, start_new_session=True)
@@ -116,6 +116,10 @@ def test_knob_axes_applied_verified_and_restored_after_kill_and_resume(
                     break
             assert time.monotonic() < deadline, "step 2 never started"
             time.sleep(0.2)
+        # the run's scrub guard is on while it runs
+        flags = json.loads(subprocess.run(devcluster.ceph_argv("osd", "dump", "--format", "json"),
+                                          capture_output=True, text=True, check=True).stdout)
+        assert {"noscrub", "nodeep-scrub"} <= set(flags["flags"].split(","))
         # mid-step 2: the step's values are on the devices
         knobs2 = steps[1]["knobs"]
         assert {d: queue(d, "read_ahead_kb") for d in devs} == \
@@ -162,6 +166,19 @@ def test_knob_axes_applied_verified_and_restored_after_kill_and_resume(
     assert seen == {(128, "none"), (128, "mq-deadline"), (4096, "none"), (4096, "mq-deadline")}
     summary = (results / "summary.csv").read_text().splitlines()
     assert "osd_ra" in summary[0] and "block_queue.scheduler" in summary[0]
+
+    # hygiene: each step waited for scrubs and health, dropped caches; flags unset after
+    for s in steps:
+        hygiene = json.loads((results / f"step-{s['id']}" / "result.json").read_text())[
+            "timestamps"]["hygiene"]
+        assert set(hygiene) == {"scrub_wait", "health_gate", "drop_caches"}
+    flags = json.loads(subprocess.run(devcluster.ceph_argv("osd", "dump", "--format", "json"),
+                                      capture_output=True, text=True, check=True).stdout)
+    assert not {"noscrub", "nodeep-scrub"} & set(flags["flags"].split(","))
+    idle = json.loads((results / "state.json").read_text())["idle_baseline"]
+    assert 5.5 < idle["end"] - idle["start"] < 30
+    phases = stack.query(f'cephscope_run_phase{{run="{run_id}"}}[30m]')
+    assert "idle_baseline" in {r["metric"]["phase"] for r in phases}, phases
 
     # the step info carries the knob values as labels (a 3 s step may fall between scrapes:
     # most, not all, steps are seen)

@@ -59,7 +59,7 @@ def swept_run(devcluster, stack, tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("report-live")
     spec = tmp / "report-live.yaml"
     spec.write_text(SPEC)
-    results = tmp / "run"
+    results = tmp / f"run-{tmp.name}"  # the dir name is the run id: unique per session
     started = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "cephscope.cli", "sweep", str(spec), "--results-dir", str(results),

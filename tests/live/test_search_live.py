@@ -57,7 +57,7 @@ def test_halving_search_killed_resumed_and_recommended(devcluster, stack, tmp_pa
     _, db_before = restore_shards
     spec_path = tmp_path / "search.yaml"
     spec_path.write_text(SPEC)
-    results = tmp_path / "run"
+    results = tmp_path / tmp_path.name  # the dir name is the run id: unique per session
     common = ["--devcluster", str(devcluster.state_dir), "--metrics-port",
               str(stack.runner_port), "--metrics-linger", "12"]
 

@@ -111,7 +111,7 @@ def test_sweep_killed_and_resumed(devcluster, stack, tmp_path, restore_shards):
     shards_before, db_before = restore_shards
     spec = tmp_path / "shards.yaml"
     spec.write_text(SPEC)
-    results = tmp_path / "run"
+    results = tmp_path / tmp_path.name  # the dir name is the run id: unique per session
     common = ["--devcluster", str(devcluster.state_dir), "--metrics-port",
               str(stack.runner_port), "--metrics-linger", "12",
               "--prometheus-url", stack.prometheus_url, "--prometheus-rate-window", "15s"]
