@@ -12,7 +12,7 @@ import time
 
 SPEC = """\
 pool_profiles:
-  rep2: {replication: 2, pg_size: 16}
+  rep2: {replication: 2, pg_size: 8}
 recovery_test:
   osds: [1]
   pre_time: 6
@@ -21,7 +21,7 @@ benchmarks:
   radosbench:
     op_size: 4096
     concurrent_ops: 8
-    time: 60
+    time: 20
     write_only: true
     pool_profile: rep2
     recov_test_type: blocking
