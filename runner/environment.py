@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +86,8 @@ def capture_host(host: HostExec, devices: list[str]) -> dict[str, Any]:
 
 def capture(cli: CephCli, host_for: Callable[[str], HostExec],
             osd_asok: Callable[[int], Path | None],
-            devices: OsdDevices | None = None) -> dict[str, Any]:
+            devices: OsdDevices | None = None,
+            client_hosts: Sequence[str] = (CLIENT_HOST,)) -> dict[str, Any]:
     cluster = {prefix: _tryit(lambda p=prefix: cli.command(p)) for prefix in CLUSTER_COMMANDS}
     osd_ids = [int(m["id"]) for m in cluster.get("osd metadata") or []
                if isinstance(m, dict) and "id" in m] \
@@ -106,7 +107,7 @@ def capture(cli: CephCli, host_for: Callable[[str], HostExec],
     files = HostFiles(host_for)
     hosts: dict[str, Any] = {}
     seen: set[str] = set()
-    for name in [*sorted(by_host), CLIENT_HOST]:
+    for name in [*sorted(by_host), *client_hosts]:
         identity = files.identity(name)
         if identity in seen:
             continue

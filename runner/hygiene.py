@@ -56,6 +56,7 @@ class Hygiene:
     metrics: PhaseMetrics | None = None
     log: Callable[[str], None] = print
     flags_set: list[str] = field(default_factory=list)
+    client_hosts: list[str] = field(default_factory=lambda: [CLIENT_HOST])
 
     @contextlib.contextmanager
     def phase(self, name: str, timings: dict[str, Any], step_id: str = "") -> Iterator[None]:
@@ -144,7 +145,7 @@ class Hygiene:
     def drop_caches(self) -> None:
         files = HostFiles(self.host_for)
         seen: set[str] = set()
-        for name in [*sorted(self.devices.by_host()), CLIENT_HOST]:
+        for name in [*sorted(self.devices.by_host()), *self.client_hosts]:
             if files.identity(name) in seen:
                 continue
             seen.add(files.identity(name))

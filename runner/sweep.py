@@ -42,11 +42,11 @@ from cephscope.runner.clients import (
     start_skew,
 )
 from cephscope.runner.environment import capture as capture_environment
-from cephscope.runner.hostexec import HostExec
+from cephscope.runner.hostexec import HostExec, LocalHost
 from cephscope.runner.hygiene import Hygiene, HygieneOptions
 from cephscope.runner.knobs.base import KnobError
 from cephscope.runner.knobs.ceph_config import ConfigManager, ConfigSnapshot
-from cephscope.runner.knobs.host import HostKnobs
+from cephscope.runner.knobs.host import CLIENT_HOST, HostKnobs
 from cephscope.runner.phase_metrics import MetricsServer, PhaseMetrics
 from cephscope.runner.pools import PoolManager
 from cephscope.runner.recovery import RecoverySpec, RecoveryTest
@@ -166,6 +166,8 @@ class Sweep:
         self.failed: list[str] = []
         self.touched_cluster = False
         self.clients: list[HostExec] = []  # empty: benchmarks run on this machine
+        self.client_hosts: list[str] = [CLIENT_HOST]
+        self.host_for: Callable[[str], HostExec] = lambda name: LocalHost()
 
     # ---- spec + cluster ------------------------------------------------------------------------
 
@@ -215,9 +217,18 @@ class Sweep:
         rolling = spec.restart.rolling if o.rolling is None else o.rolling
         self.config = ConfigManager(self.cli, restart, target.osd_asok, rolling=rolling,
                                     timeout_seconds=spec.restart.timeout_seconds, log=self.log)
-        self.host_knobs = HostKnobs(self.cli, target.host_for, spec.sysctl_on)
-        self.hygiene = Hygiene(self.cli, target.host_for, self.host_knobs.devices, o.hygiene,
-                               log=self.log)
+        # host knobs, cache drops and the environment reach the clients the benchmarks run on
+        clients = {c.name: c for c in self.clients}
+        self.client_hosts = list(clients) or [CLIENT_HOST]
+
+        def host_for(name: str) -> HostExec:
+            return clients.get(name) or target.host_for(name)
+
+        self.host_for = host_for
+        self.host_knobs = HostKnobs(self.cli, host_for, spec.sysctl_on,
+                                    client_hosts=self.client_hosts)
+        self.hygiene = Hygiene(self.cli, host_for, self.host_knobs.devices, o.hygiene,
+                               log=self.log, client_hosts=self.client_hosts)
 
     def plan(self, spec: Spec, steps: list[Step] | None = None, *,
              cluster_optional: bool = False) -> Plan:
@@ -370,8 +381,8 @@ class Sweep:
                 if rd.read_environment() is None and self.target is not None \
                         and self.host_knobs is not None:
                     rd.write_environment(capture_environment(
-                        self.cli, self.target.host_for, self.target.osd_asok,
-                        self.host_knobs.devices))
+                        self.cli, self.host_for, self.target.osd_asok,
+                        self.host_knobs.devices, self.client_hosts))
                 if self.hygiene is not None:
                     self.hygiene.metrics = self.metrics
                     flags = self.hygiene.start_run(list(rd.read_state().get("scrub_flags_set", [])))

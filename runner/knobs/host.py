@@ -31,7 +31,7 @@ from cephscope.runner.knobs.base import (
 )
 from cephscope.runner.spec import QUEUE_ATTRIBUTE, SYSCTL_NAME
 
-CLIENT_HOST = "local"  # benchmarks run on this machine
+CLIENT_HOST = "local"  # benchmarks run on this machine unless the sweep has clients
 SYSCTL_ON = ("osds", "clients", "all")
 _BRACKETED = re.compile(r"\[([^\]]+)\]")
 
@@ -298,10 +298,12 @@ class Sysctl(HostFileKnob):
     kind = KIND_SYSCTL
 
     def __init__(self, files: HostFiles, devices: OsdDevices,
-                 on: Mapping[str, str] | None = None) -> None:
+                 on: Mapping[str, str] | None = None,
+                 client_hosts: Sequence[str] = (CLIENT_HOST,)) -> None:
         super().__init__(files)
         self.devices = devices
         self.on = dict(on or {})
+        self.client_hosts = list(client_hosts)
 
     def targets(self, setting: str) -> list[HostFile]:
         key = key_of(setting)
@@ -314,7 +316,7 @@ class Sysctl(HostFileKnob):
             if not hosts:
                 raise KnobError("no OSD host found in osd metadata")
         if where in ("clients", "all"):
-            hosts.append(CLIENT_HOST)
+            hosts += self.client_hosts
         path = "/proc/sys/" + key.replace(".", "/")
         return self._unique(HostFile(h, path, h) for h in hosts)
 
@@ -334,13 +336,14 @@ class HostKnobs:
 
     def __init__(self, cli: CephCli, host_for: Callable[[str], HostExec],
                  sysctl_on: Mapping[str, str] | None = None,
-                 resolver: DeviceResolver | None = None) -> None:
+                 resolver: DeviceResolver | None = None,
+                 client_hosts: Sequence[str] = (CLIENT_HOST,)) -> None:
         files = HostFiles(host_for)
         self.devices = devices = OsdDevices(cli, host_for, resolver)
         self.kinds: dict[str, HostFileKnob] = {
             KIND_OSD_RA: OsdReadAhead(files, devices),
             KIND_BLOCK_QUEUE: BlockQueue(files, devices),
-            KIND_SYSCTL: Sysctl(files, devices, sysctl_on),
+            KIND_SYSCTL: Sysctl(files, devices, sysctl_on, client_hosts),
         }
 
     def _by_kind(self, settings: Iterable[str]) -> dict[str, list[str]]:
