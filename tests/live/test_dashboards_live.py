@@ -70,7 +70,7 @@ def run_sweep(
         "--prometheus-url", stack.prometheus_url,
         "--results-dir", str(run_dir),
         # Prometheus scraped the steps while they ran; no need to wait after the last one.
-        "--metrics-linger", "2",
+        "--metrics-linger", "2", "--idle-baseline", "0",
     ]
     if baseline is not None:
         argv += ["--baseline", str(baseline)]

@@ -64,7 +64,8 @@ def swept_run(devcluster, stack, tmp_path_factory) -> Path:
     proc = subprocess.run(
         [sys.executable, "-m", "cephscope.cli", "sweep", str(spec), "--results-dir", str(results),
          "--devcluster", str(devcluster.state_dir), "--metrics-port", str(stack.runner_port),
-         "--metrics-linger", "0", "--prometheus-url", stack.prometheus_url],
+         "--metrics-linger", "0", "--prometheus-url", stack.prometheus_url,
+         "--idle-baseline", "0"],
         capture_output=True, text=True, timeout=400, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     print(f"\nlive: 2x2 report sweep in {time.monotonic() - started:.1f}s")

@@ -59,7 +59,7 @@ def test_halving_search_killed_resumed_and_recommended(devcluster, stack, tmp_pa
     spec_path.write_text(SPEC)
     results = tmp_path / tmp_path.name  # the dir name is the run id: unique per session
     common = ["--devcluster", str(devcluster.state_dir), "--metrics-port",
-              str(stack.runner_port), "--metrics-linger", "12"]
+              str(stack.runner_port), "--metrics-linger", "12", "--idle-baseline", "0"]
 
     dry = subprocess.run(cli("sweep", str(spec_path), "--dry-run", *common), capture_output=True,
                          text=True, timeout=120, check=False)
