@@ -189,7 +189,7 @@ def decode_response(path: str, prefix: str, payload: bytes) -> Any:
         raise AsokCommandError(path, f"{prefix!r} failed: {text}")
     try:
         return json.loads(payload)
-    except (ValueError, UnicodeDecodeError) as err:
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:  # deep nesting: Recursion
         head = payload[:60].decode(errors="replace")
         raise AsokJSONError(path, f"{prefix!r} returned invalid JSON ({err}): {head!r}") from None
 

@@ -44,6 +44,9 @@ LATENCY_METRIC = "cephscope_osd_op_latency_seconds"
 SIZE_METRIC = "cephscope_osd_op_size_bytes"
 
 
+MAX_AXIS_BUCKETS = 1024
+
+
 @dataclass(frozen=True)
 class Axis:
     scale: str  # "linear" | "log2"
@@ -58,8 +61,12 @@ class Axis:
         scale = axis.get("scale_type")
         if scale not in ("linear", "log2"):
             raise ValueError(f"histogram axis has unknown scale_type {scale!r}")
-        parsed = cls(scale, int(axis["min"]), int(axis["quant_size"]), int(axis["buckets"]))
-        if parsed.buckets < 2 or parsed.quant_size <= 0:
+        try:
+            parsed = cls(scale, int(axis["min"]), int(axis["quant_size"]), int(axis["buckets"]))
+        except (KeyError, TypeError, ValueError, OverflowError) as err:
+            raise ValueError(f"histogram axis {axis.get('name')!r} is malformed: {err}") from None
+        # Ceph's axes have 32 buckets; a garbled count must not make us build a huge list.
+        if not 2 <= parsed.buckets <= MAX_AXIS_BUCKETS or parsed.quant_size <= 0:
             raise ValueError(f"histogram axis {axis.get('name')!r} is degenerate: {parsed}")
         return parsed
 

@@ -29,6 +29,7 @@ from cephscope.exporter.collectors.perf import (
     PERFCOUNTER_LONGRUNAVG,
     _number,
     promethize,
+    schema_int,
 )
 from cephscope.exporter.exposition import COUNTER, GAUGE, MetricSink
 from cephscope.exporter.settings import HostSettings, option
@@ -79,8 +80,11 @@ def plan_from_counter_schema(schema: Any, priority: int) -> tuple[_Series, ...]:
             for counter, info in counters.items():
                 if not isinstance(info, dict):
                     continue
-                ctype = int(info.get("type", 0))
-                if ctype & PERFCOUNTER_HISTOGRAM or int(info.get("priority", priority)) < priority:
+                ctype = schema_int(info.get("type", 0))
+                prio = schema_int(info.get("priority", priority))
+                if ctype is None or prio is None:
+                    continue  # a garbled entry costs that counter only
+                if ctype & PERFCOUNTER_HISTOGRAM or prio < priority:
                     continue
                 series.append(_Series(
                     key, labels, counter, promethize(f"{key}_{counter}"),

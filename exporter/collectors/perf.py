@@ -127,11 +127,12 @@ def plan_from_schema(schema: Any, priority: int) -> tuple[_Counter, ...]:
         for counter, info in group.items():
             if not isinstance(info, dict):
                 continue
-            ctype = int(info.get("type", 0))
-            if ctype & PERFCOUNTER_HISTOGRAM:
-                continue
+            ctype = schema_int(info.get("type", 0))
             # Schemas without a priority (very old daemons) are not filtered.
-            if int(info.get("priority", priority)) < priority:
+            prio = schema_int(info.get("priority", priority))
+            if ctype is None or prio is None:
+                continue  # a garbled entry costs that counter only
+            if ctype & PERFCOUNTER_HISTOGRAM or prio < priority:
                 continue
             mtype = COUNTER if info.get("metric_type") == "counter" else GAUGE
             counters.append(
@@ -145,6 +146,15 @@ def plan_from_schema(schema: Any, priority: int) -> tuple[_Counter, ...]:
                 )
             )
     return tuple(counters)
+
+
+def schema_int(value: Any) -> int | None:
+    """An integer schema field (Ceph writes ints; some releases strings of digits)."""
+    if type(value) is int:
+        return value
+    if type(value) is str and value.lstrip("-").isdigit():
+        return int(value)
+    return None
 
 
 def _number(value: Any) -> float | None:

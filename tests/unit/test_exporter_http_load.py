@@ -258,3 +258,27 @@ def test_colon_port_listens_on_every_interface_in_a_private_netns(tmp_path: Path
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["AF_INET6", "::", "both"]
+
+
+def test_daemon_stays_up_when_only_the_exporter_runs_late(
+    cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cephscope.exporter.collectors import perf
+
+    original = perf.PerfCollector.collect_daemon
+
+    def slow(self, session, sink) -> None:  # type: ignore[no-untyped-def]
+        time.sleep(2)  # the exporter's own slowness: replies were all received
+        original(self, session, sink)
+
+    monkeypatch.setattr(perf.PerfCollector, "collect_daemon", slow)
+    server = serve(cluster.dir)
+    try:
+        status, _, body = fetch(server.server_address[1],
+                                headers={"X-Prometheus-Scrape-Timeout-Seconds": "1.5"})
+        samples = parse_samples(body.decode())
+        assert status == 200
+        assert samples['cephscope_daemon_up{ceph_daemon="osd.0"}'] == 1
+        assert samples['cephscope_scrape_collector_success{collector="perf"}'] == 0
+    finally:
+        stop(server)

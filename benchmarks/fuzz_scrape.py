@@ -1,0 +1,243 @@
+"""Fuzz every admin-socket reply parser through the whole scrape and HTTP path.
+
+    .venv/bin/python benchmarks/fuzz_scrape.py [--mutations 100000] [--seed 1]
+        [--promtool-every 1]
+
+Two fake OSDs replay real captures (tests/unit/fake_asok.py) behind a real
+cephscope-exporter HTTP server with every collector on; each round replaces one reply of
+osd.0 (perf dump/schema, histogram dump/schema, dump_op_pq_state wpq and mclock, ops in
+flight/blocked, historic ops, status, config show, version, ...) by a seeded mutation —
+truncation, bit flips, type swaps, huge/negative/NaN/Inf numbers, deep nesting, missing keys,
+valid-but-huge lists — and scrapes over HTTP with a fresh exporter state every 50 rounds
+(schemas are cached per daemon life). Checked every round: status 200, no collector raised
+an unexpected exception (a bug, not bad input), osd.1's series complete (a bad reply costs
+only its own daemon's or collector's series), and the exposition passes
+``promtool check metrics`` (every ``--promtool-every``-th round; 1 = all). Printed: rounds,
+failures by kind, rounds per second. The unit tests run a 5,000-round subset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from cephscope.exporter.main import build_parser, make_server  # noqa: E402
+from tests.unit.fake_asok import CEPH_VERSION, FIXTURES_ROOT, FakeCluster  # noqa: E402
+
+# The mclock variant of dump_op_pq_state comes from a newer release's capture.
+MCLOCK_RELEASE = "20.2.4"
+HUGE = [10**30, -(10**30), 2**64, -1, float("nan"), float("inf"), float("-inf"), 1e308, 0]
+
+
+def mutate_value(rng: random.Random, value: Any, depth: int = 0) -> Any:
+    """One structural mutation somewhere inside a parsed JSON document."""
+    if isinstance(value, dict) and value and depth < 12 and rng.random() < 0.8:
+        key = rng.choice(list(value))
+        out = dict(value)
+        roll = rng.random()
+        if roll < 0.15:
+            del out[key]
+        elif roll < 0.2:
+            out[key + "\u00e9\"\n"] = out.pop(key)
+        else:
+            out[key] = mutate_value(rng, value[key], depth + 1)
+        return out
+    if isinstance(value, list) and value and depth < 12 and rng.random() < 0.8:
+        out = list(value)
+        index = rng.randrange(len(out))
+        roll = rng.random()
+        if roll < 0.1:
+            del out[index]
+        elif roll < 0.15:
+            out = out * max(1, 20000 // max(len(json.dumps(out)) // 100, 1))  # valid but huge
+        else:
+            out[index] = mutate_value(rng, out[index], depth + 1)
+        return out
+    choices = [
+        lambda: rng.choice(HUGE),
+        lambda: str(value),
+        lambda: None,
+        lambda: [value],
+        lambda: {"x": value},
+        lambda: rng.choice([True, False]),
+        lambda: "",
+        lambda: nest(rng.randint(50, 3000)),
+        lambda: -value if isinstance(value, int | float) else value,
+    ]
+    return rng.choice(choices)()
+
+
+def nest(depth: int) -> Any:
+    doc: Any = 1
+    for _ in range(depth):
+        doc = {"a": [doc]}
+    return doc
+
+
+def mutate(rng: random.Random, payload: bytes) -> bytes:
+    roll = rng.random()
+    if roll < 0.15:
+        return payload[: rng.randrange(max(len(payload), 1))]
+    if roll < 0.3:
+        data = bytearray(payload)
+        for _ in range(rng.randint(1, 8)):
+            if data:
+                data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        return bytes(data)
+    try:
+        doc = json.loads(payload)
+    except ValueError:
+        return payload[::-1]
+    try:
+        for _ in range(rng.randint(1, 4)):
+            doc = mutate_value(rng, doc)
+        return json.dumps(doc, separators=(",", ":")).encode()  # NaN/Infinity tokens included
+    except (RecursionError, ValueError):
+        return b"[" * 5000
+
+
+class _Unexpected(logging.Handler):
+    """Counts 'collector failed unexpectedly' records: a parser bug, not bad input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+        self.last = ""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and "unexpectedly" in record.getMessage():
+            self.count += 1
+            self.last = self.format(record)[-800:]
+
+
+def run(mutations: int, seed: int, promtool_every: int, quiet: bool = False) -> Counter[str]:
+    """Run the rounds; return failure counts by kind (empty: all passed) plus 'rounds'."""
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is needed (Debian: prometheus)"
+    rng = random.Random(seed)
+    failures: Counter[str] = Counter()
+    handler = _Unexpected()
+    handler.setFormatter(logging.Formatter())
+    logger = logging.getLogger("cephscope")
+    logger.addHandler(handler)
+    mclock = (FIXTURES_ROOT / MCLOCK_RELEASE / "load" / "osd.0" / "dump_op_pq_state.json")
+    with tempfile.TemporaryDirectory(prefix="cephscope-fuzz-") as tmp:
+        cluster = FakeCluster(Path(tmp))
+        target = cluster.add_osd(0)
+        cluster.add_osd(1)
+        originals = dict(target.responses)
+        sources = dict(originals)
+        if mclock.is_file():
+            sources["dump_op_pq_state.json#mclock"] = mclock.read_bytes()
+        names = sorted(sources)
+        server = None
+        started = time.monotonic()
+        try:
+            for round_no in range(mutations):
+                if round_no % 50 == 0:
+                    if server is not None:
+                        server.shutdown()
+                        server.server_close()
+                        server.scraper.close()
+                    server = _serve(Path(tmp))
+                name = rng.choice(names)
+                served = name.partition("#")[0]
+                target.responses = dict(originals)
+                target.responses[served] = mutate(rng, sources[name])
+                target._compact = {}
+                target._compact[served] = target.responses[served]
+                before = handler.count
+                status, body = _scrape(server.server_address[1])
+                kind = ""
+                if status != 200:
+                    kind = f"status {status}"
+                elif handler.count != before:
+                    kind = f"unexpected exception on {served}"
+                elif b'cephscope_daemon_up{ceph_daemon="osd.1"} 1' not in body or (
+                    b'ceph_osd_op_w{ceph_daemon="osd.1"}' not in body
+                ):
+                    kind = f"osd.1 series lost ({served})"
+                elif promtool_every and round_no % promtool_every == 0:
+                    check = subprocess.run([promtool, "check", "metrics"], input=body,
+                                           capture_output=True, timeout=60)
+                    # promtool exits 1 on lint warnings too; only errors count here.
+                    if check.returncode != 0 and b"error while linting" in check.stderr + (
+                        check.stdout
+                    ):
+                        kind = f"promtool ({served}): {check.stderr[-200:]!r}"
+                if kind:
+                    failures[kind.split(":")[0]] += 1
+                    if not quiet and failures[kind.split(":")[0]] <= 3:
+                        print(f"round {round_no}: {kind}\n{handler.last}", file=sys.stderr)
+                if not quiet and round_no and round_no % 5000 == 0:
+                    print(f"{round_no} rounds, {sum(failures.values())} failures, "
+                          f"{round_no / (time.monotonic() - started):.0f}/s", flush=True)
+        finally:
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+                server.scraper.close()
+            cluster.stop()
+            logger.removeHandler(handler)
+    failures["rounds"] = mutations
+    return failures
+
+
+def _serve(asok_dir: Path) -> Any:
+    args = build_parser().parse_args([
+        "--ceph.asok-dir", str(asok_dir), "--web.listen-address", "127.0.0.1:0",
+        "--ceph.asok-timeout", "5", "--no-collector.threads", "--log.level", "error",
+        "--collector.topology.refresh-interval", "0",
+    ])
+    server = make_server(args)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _scrape(port: int) -> tuple[int, bytes]:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics",
+                                     headers={"X-Prometheus-Scrape-Timeout-Seconds": "20"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, b""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mutations", type=int, default=100_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--promtool-every", type=int, default=1)
+    args = parser.parse_args()
+    logging.getLogger("cephscope").setLevel(logging.ERROR)
+    started = time.monotonic()
+    failures = run(args.mutations, args.seed, args.promtool_every)
+    elapsed = time.monotonic() - started
+    rounds = failures.pop("rounds")
+    print(f"{rounds} mutated replies (seed {args.seed}, Ceph {CEPH_VERSION} captures + "
+          f"{MCLOCK_RELEASE} mclock queue), {elapsed:.0f} s ({rounds / elapsed:.0f}/s), "
+          f"promtool on every {args.promtool_every}. exposition")
+    print(f"failures: {sum(failures.values())}" + "".join(
+        f"\n  {kind}: {n}" for kind, n in failures.most_common()))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""A seeded subset of benchmarks/fuzz_scrape.py: mutated replies of every parser through
+the whole scrape and HTTP path, every exposition checked by promtool."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+FUZZ = Path(__file__).resolve().parents[2] / "benchmarks" / "fuzz_scrape.py"
+
+
+def load_fuzz() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fuzz_scrape", FUZZ)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_mutated_replies_cost_only_their_daemon_and_pass_promtool() -> None:
+    failures = load_fuzz().run(600, seed=3, promtool_every=1, quiet=True)
+    assert failures.pop("rounds") == 600
+    assert not failures, failures
+
+
+def test_fuzz_harness_reports_a_parser_that_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cephscope.exporter.collectors import ops
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise TypeError("parser bug")
+
+    monkeypatch.setattr(ops.OpsCollector, "collect_daemon", broken)
+    failures = load_fuzz().run(3, seed=3, promtool_every=0, quiet=True)
+    assert sum(n for kind, n in failures.items() if kind.startswith("unexpected")) == 3
