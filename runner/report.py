@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cephscope.runner.benchmarks import BENCHMARKS
+from cephscope.runner.clients import per_client_rows
 from cephscope.runner.report_plots import plot_axes, plot_cores, plot_heatmaps, plot_thread_groups
 from cephscope.runner.results import RunDir, atomic_write_json, atomic_write_text
 from cephscope.runner.search.analysis import report_lines
@@ -409,6 +410,9 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
 
     md = [f"# cephscope report: run {run.get('run_id')}", "", *(f"- {i}" for i in intro), ""]
     md += ["## Steps", "", markdown_table(content.header, content.body), ""]
+    clients = client_table(run_dir)
+    if clients is not None:
+        md += ["## Per client", "", markdown_table(*clients), ""]
     if content.stats:
         md += ["## Statistics over iterations", "", markdown_table(*content.stats), ""]
     rec_lines, front_plots = report_lines(run_dir, run_dir / PLOT_DIR if plots else None)
@@ -445,6 +449,8 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
          f"<h1>cephscope report: run {title}</h1>",
          "<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in intro) + "</ul>",
          "<h2>Steps</h2>", _html_table(content.header, content.body)]
+    if clients is not None:
+        h += ["<h2>Per client</h2>", _html_table(*clients)]
     if content.stats:
         h += ["<h2>Statistics over iterations</h2>", _html_table(*content.stats)]
     if rec_lines:
@@ -492,6 +498,29 @@ def recovery_table(run_dir: Path) -> tuple[list[str], list[list[str]]] | None:
     if not body:
         return None
     return ["step", "phase", "seconds", "client IOPS", "client latency ms"], body
+
+
+def client_table(run_dir: Path) -> tuple[list[str], list[list[str]]] | None:
+    """Steps run on several clients: one row per step, mode and client (None: no such step)."""
+    rd = RunDir(run_dir)
+    body = []
+    for step in rd.steps():
+        result = rd.step_result(step)
+        if result is None:
+            continue
+        modes = result.get("timestamps", {}).get("modes", {})
+        for row in per_client_rows(step.id, step.benchmark, result.get("results", []), modes):
+            lat = row["latency_avg_seconds"]
+            p99 = row["latency_p99_seconds"]
+            body.append([row["step"], str(row["mode"]), row["client"], _fmt(row["iops"], 1, 0),
+                         _fmt(row["bandwidth_bytes_per_second"], 2**-20),
+                         _fmt(lat, 1e3, 2), _fmt(p99, 1e3, 2),
+                         _fmt((modes.get(str(row["mode"])) or {}).get("start_skew_seconds"),
+                              1, 3)])
+    if not body:
+        return None
+    return (["step", "mode", "client", "IOPS", "MiB/s", "lat avg ms", "lat p99 ms",
+             "start skew s"], body)
 
 
 def _notes(rows: Iterable[Row]) -> list[str]:

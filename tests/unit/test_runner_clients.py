@@ -203,3 +203,32 @@ def test_sweep_from_spec_file_with_command_restart_method(tmp_path: Path) -> Non
     # every OSD restarted with {id} substituted: once per shard value, once for the restore
     assert sorted(set(lines)) == ["osd-0", "osd-1", "osd-2"]
     assert len(lines) == 3 * len(cluster.restarts)
+
+
+def test_report_and_summary_have_a_row_per_client(tmp_path: Path) -> None:
+    from cephscope.runner.report import client_table
+    from cephscope.runner.results import RunDir
+    from cephscope.runner.steps import Step
+
+    step = Step(id="abc123", benchmark="radosbench", iteration=0, params={"op_size": 4096},
+                pool_profile=None, ceph_config={})
+    rd = RunDir.create(tmp_path / "run", "r1", tmp_path / "s.yaml", "", {}, [step])
+    rd.begin_step(step)
+    per = {"client1": {"iops": 100.0, "bandwidth_bytes_per_second": 2**20, "ops": 1000,
+                       "latency_avg_seconds": 0.002},
+           "client2": {"iops": 50.0, "bandwidth_bytes_per_second": 2**19, "ops": 500,
+                       "latency_avg_seconds": 0.004}}
+    results = [{"mode": "write", "iops": 150.0, "clients": per}]
+    modes = {"write": {"clients": {"client1": {"started": 1.0, "ended": 11.0},
+                                   "client2": {"started": 1.25, "ended": 11.5}},
+                       "start_skew_seconds": 0.25}}
+    rd.finish_step(step, results, {"started": 1.0, "ended": 12.0, "modes": modes}, {})
+    header, body = client_table(rd.path)  # type: ignore[misc]
+    assert header[:4] == ["step", "mode", "client", "IOPS"]
+    assert [row[2:6] for row in body] == [["client1", "100", "1.0", "2.00"],
+                                          ["client2", "50", "0.5", "4.00"]]
+    assert body[0][-1] == "0.250"
+    rd.write_summary([step])
+    rows = (rd.path / "summary-clients.csv").read_text().splitlines()
+    assert rows[0].startswith("step,benchmark,mode,client,iops") and len(rows) == 3
+    assert rows[2].split(",")[:5] == ["abc123", "radosbench", "write", "client2", "50.0"]
