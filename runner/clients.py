@@ -3,8 +3,6 @@ flags, checked before the sweep changes anything, and their start/end per step."
 
 from __future__ import annotations
 
-import hashlib
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,18 +53,6 @@ def build_clients(names: Sequence[str], ssh: SshSettings, control_dir: Path | No
                     options=ssh.options, control_dir=control_dir,
                     connect_timeout=ssh.connect_timeout, config_file=ssh.config_file)
             for name in names]
-
-
-def ssh_control_dir(run_key: Path | None) -> Path | None:
-    """A short private dir for ssh's multiplexing sockets (a socket path must stay under ~100
-    bytes), the same for a run and its `--resume`, so a resumed run reuses and then ends the
-    master connections of the killed one."""
-    if run_key is None:
-        return None
-    digest = hashlib.sha256(str(Path(run_key).resolve()).encode()).hexdigest()[:12]
-    path = Path(tempfile.gettempdir()) / f"cephscope-ssh-{digest}"
-    path.mkdir(mode=0o700, exist_ok=True)
-    return path
 
 
 def require_reachable(clients: Sequence[HostExec], timeout: float = 30) -> None:

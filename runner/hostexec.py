@@ -11,7 +11,6 @@ quoted with `shlex.quote`, so a value from a spec is one argument there as it is
 
 from __future__ import annotations
 
-import contextlib
 import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -117,14 +116,6 @@ class SshHost:
         if self.identity_file:
             argv += ["-i", str(self.identity_file)]
         return [*argv, self.name, "--"]
-
-    def close(self) -> None:
-        """End the multiplexed master connection (if any), so nothing of ours lingers."""
-        if self.control_dir is None:
-            return
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            subprocess.run([*self.ssh_argv()[:-2], "-O", "exit", self.name],
-                           capture_output=True, timeout=10, check=False)
 
     def argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
         # ssh joins its arguments with spaces for the remote shell: hand it one quoted line.

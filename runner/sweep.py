@@ -39,7 +39,6 @@ from cephscope.runner.clients import (
     build_clients,
     client_windows,
     require_reachable,
-    ssh_control_dir,
     start_skew,
 )
 from cephscope.runner.environment import capture as capture_environment
@@ -200,8 +199,7 @@ class Sweep:
         names = o.clients if o.clients is not None else spec.hosts.clients
         ssh = o.ssh.merged(spec.hosts, target.ssh_config)
         try:
-            self.clients = build_clients(names, ssh, control_dir=ssh_control_dir(
-                o.resume_dir or o.results_dir or o.spec_path))
+            self.clients = build_clients(names, ssh, control_dir=None)
         except ClientsError as exc:
             raise SweepError(str(exc)) from exc
         if not Path(target.conf_path).exists():
@@ -470,10 +468,6 @@ class Sweep:
                                        else plan.steps)
         if self.cli is not None:
             self.cli.close()
-        for client in self.clients:  # end the SSH master connections
-            close = getattr(client, "close", None)
-            if close is not None:
-                close()
 
     def _search_plan(self, spec: Spec, plan: Plan) -> live_search.LivePlan:
         try:

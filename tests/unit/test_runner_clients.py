@@ -232,15 +232,3 @@ def test_report_and_summary_have_a_row_per_client(tmp_path: Path) -> None:
     rows = (rd.path / "summary-clients.csv").read_text().splitlines()
     assert rows[0].startswith("step,benchmark,mode,client,iops") and len(rows) == 3
     assert rows[2].split(",")[:5] == ["abc123", "radosbench", "write", "client2", "50.0"]
-
-
-def test_ssh_control_dir_is_short_private_and_stable_for_a_resume(tmp_path: Path) -> None:
-    from cephscope.runner.clients import ssh_control_dir
-
-    run = tmp_path / ("a-long-results-dir-name-" * 4)
-    first, again = ssh_control_dir(run), ssh_control_dir(run)
-    assert first == again and first is not None and first != ssh_control_dir(tmp_path / "other")
-    assert (first.stat().st_mode & 0o777) == 0o700
-    assert len(str(first / ("0" * 40))) < 100  # ssh's %C names a 40-character socket
-    host = SshHost("client1", control_dir=first)
-    assert f"ControlPath={first}/%C" in host.argv(["true"])
