@@ -98,7 +98,8 @@ def test_hosts_crush_targets_and_listeners(multihost: DevCluster, multihost_stac
 
     up = multihost_stack.query('up{job="cephscope-exporter"} == 1')
     assert sorted(s["metric"]["host"] for s in up) == ["host1", "host2", "host3"]
-    uname = multihost_stack.wait_for_series('count(node_uname_info) >= 5', timeout=60)
+    # the stack's own node_exporter (no `host` label) does not count
+    uname = multihost_stack.wait_for_series('count(node_uname_info{host!=""}) == 5', timeout=90)
     assert uname
     names = {s["metric"]["host"]: s["metric"]["nodename"]
              for s in multihost_stack.query("node_uname_info") if "host" in s["metric"]}
