@@ -26,7 +26,12 @@ from cephscope.exporter.http import (
     parse_listen_address,
 )
 from cephscope.exporter.logs import configure_logging
-from cephscope.exporter.scrape import Scraper, ScrapeSettings, tune_gc_for_scrapes
+from cephscope.exporter.scrape import (
+    Scraper,
+    ScrapeSettings,
+    limit_malloc_arenas,
+    tune_gc_for_scrapes,
+)
 from cephscope.exporter.settings import add_host_flags
 from cephscope.exporter.webconfig import WebConfigError, load_web_config
 
@@ -169,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cephscope-exporter: {err}", file=sys.stderr)
         return 2
     tune_gc_for_scrapes()
+    limit_malloc_arenas()
     host, port = server.server_address[:2]
     log.info("listening", extra={"fields": {
         "address": f"[{host}]:{port}", "path": args.telemetry_path, "asok_dir": args.asok_dir,
