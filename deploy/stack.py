@@ -312,10 +312,9 @@ class Stack:
             yaml.safe_dump(self.alertmanager_config(), sort_keys=False)
         )
         try:
+            procs = {c.name: self._start(c) for c in self._components()}
             for component in self._components():
-                self._start(component)
-            for component in self._components():
-                self._wait_ready(component, deadline=started + timeout)
+                self._wait_ready(component, deadline=started + timeout, proc=procs[component.name])
         except BaseException:
             self.down(quiet=True)
             raise
@@ -334,7 +333,7 @@ class Stack:
         binds = [self.state_dir, ALERTS_DIR, *([self.targets_dir] if self.targets_dir else [])]
         return release_command(release, argv, binds)
 
-    def _start(self, component: Component) -> None:
+    def _start(self, component: Component) -> subprocess.Popen[bytes]:
         log_path = self.state_dir / "log" / f"{component.name}.log"
         with log_path.open("ab") as log_file:
             proc = subprocess.Popen(
@@ -346,14 +345,28 @@ class Stack:
                 start_new_session=True,  # outlives `cephscope stack up`
             )
         self._pid_file(component).write_text(f"{proc.pid}\n")
+        return proc
 
-    def _wait_ready(self, component: Component, deadline: float) -> None:
+    def _wait_ready(self, component: Component, deadline: float,
+                    proc: subprocess.Popen[bytes] | None = None) -> None:
         url = self.url(component.port_offset) + component.ready_path
+        restarted = False
         while True:
             if self._pid(component) is None:
                 log_path = self.state_dir / "log" / f"{component.name}.log"
-                tail = " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-3:])
-                raise StackError(f"{component.name} exited at start: {tail}")
+                lines = log_path.read_text(errors="replace").strip().splitlines()
+                status = proc.poll() if proc is not None else None
+                how = "" if status is None else (
+                    f" (killed by signal {-status})" if status < 0 else f" (exit status {status})")
+                if not lines and not restarted:
+                    # Dead before its first log line: nothing of its own went wrong (a
+                    # signal from outside); one more start tells a fault from a fluke.
+                    self._log(f"stack: {component.name} ended before logging anything{how}; "
+                              "starting it once more")
+                    proc = self._start(component)
+                    restarted = True
+                    continue
+                raise StackError(f"{component.name} exited at start{how}: {' | '.join(lines[-3:])}")
             try:
                 http_get(url, timeout=2)
                 return

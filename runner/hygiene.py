@@ -127,8 +127,10 @@ class Hygiene:
     def _unexpected_checks(self) -> list[str]:
         health = self.cli.command("health", detail="detail") or {}
         allowed = ALWAYS_ALLOWED | set(self.options.health_allow)
+        # A muted check (`ceph health mute`) is one the operator has said to ignore.
         return [f"{name}: {check.get('summary', {}).get('message', '')}"
-                for name, check in (health.get("checks") or {}).items() if name not in allowed]
+                for name, check in (health.get("checks") or {}).items()
+                if name not in allowed and not check.get("muted")]
 
     def _wait(self, what: str, pending: Callable[[], list[str]]) -> None:
         deadline = time.monotonic() + self.options.health_timeout_seconds

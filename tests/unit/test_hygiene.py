@@ -81,6 +81,16 @@ def test_health_gate_names_the_unexpected_check():
     assert hygiene(mon, drop_caches=False, health_allow=("SLOW_OPS",)).before_step("x")
 
 
+def test_health_gate_passes_muted_checks():
+    # Reef from Debian trixie: the dev cluster mutes MGR_MODULE_DEPENDENCY (`ceph health mute`).
+    muted = {"summary": {"message": "11 mgr modules have failed dependencies"}, "muted": True}
+    mon = Mon(checks={"MGR_MODULE_DEPENDENCY": muted})
+    assert "health_gate" in hygiene(mon, drop_caches=False).before_step("abc")
+    mon.checks["MGR_MODULE_DEPENDENCY"] = {**muted, "muted": False}
+    with pytest.raises(HygieneError, match="MGR_MODULE_DEPENDENCY: 11 mgr modules"):
+        hygiene(mon, drop_caches=False).before_step("abc")
+
+
 def test_unsettled_pgs_fail_the_step_naming_their_state():
     mon = Mon(pg_states=[["active+recovering+degraded"]])
     with pytest.raises(HygieneError, match="PGs settled not reached.*8 active"
