@@ -31,6 +31,10 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
+# How long a just-started process may show an empty command line (see pid_from_file).
+EXEC_SETTLE_SECONDS = 2.0
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -62,7 +66,16 @@ def pid_from_file(pid_file: Path, cmdline_must_contain: str) -> int | None:
         pid = int(pid_file.read_text().strip())
     except (OSError, ValueError):
         return None
-    if not pid_alive(pid) or cmdline_must_contain not in proc_cmdline(pid):
+    if not pid_alive(pid):
+        return None
+    cmdline = proc_cmdline(pid)
+    # A process still inside execve has an empty command line for a moment (its new argv is
+    # not set up yet), and a loaded machine makes that moment long: wait it out.
+    deadline = time.monotonic() + EXEC_SETTLE_SECONDS
+    while not cmdline and pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+        cmdline = proc_cmdline(pid)
+    if cmdline_must_contain not in cmdline:
         return None
     return pid
 

@@ -350,22 +350,14 @@ class Stack:
     def _wait_ready(self, component: Component, deadline: float,
                     proc: subprocess.Popen[bytes] | None = None) -> None:
         url = self.url(component.port_offset) + component.ready_path
-        restarted = False
         while True:
-            if self._pid(component) is None:
+            # Our own child is asked directly; otherwise by pid file and command line.
+            status = proc.poll() if proc is not None else None
+            if status is not None or (proc is None and self._pid(component) is None):
                 log_path = self.state_dir / "log" / f"{component.name}.log"
                 lines = log_path.read_text(errors="replace").strip().splitlines()
-                status = proc.poll() if proc is not None else None
                 how = "" if status is None else (
                     f" (killed by signal {-status})" if status < 0 else f" (exit status {status})")
-                if not lines and not restarted:
-                    # Dead before its first log line: nothing of its own went wrong (a
-                    # signal from outside); one more start tells a fault from a fluke.
-                    self._log(f"stack: {component.name} ended before logging anything{how}; "
-                              "starting it once more")
-                    proc = self._start(component)
-                    restarted = True
-                    continue
                 raise StackError(f"{component.name} exited at start{how}: {' | '.join(lines[-3:])}")
             try:
                 http_get(url, timeout=2)
