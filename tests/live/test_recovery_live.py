@@ -6,9 +6,12 @@ Prometheus; the report has client IOPS per phase and the recovery time."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
+
+import pytest
 
 SPEC = """\
 pool_profiles:
@@ -28,6 +31,13 @@ benchmarks:
 """
 
 
+# Opt-in, not part of `make test`: in one of three full runs on Ceph 16.2, after osd.1 came
+# back, a client write stayed blocked on osd.0 for good (one PG active+clean+laggy); the sweep
+# hung and the shared session cluster stayed unhealthy for every later test.
+# Run it alone with CEPHSCOPE_LIVE_RECOVERY=1 until that is understood.
+@pytest.mark.skipif(not os.environ.get("CEPHSCOPE_LIVE_RECOVERY"),
+                    reason="opt-in (CEPHSCOPE_LIVE_RECOVERY=1): can leave a PG laggy with a "
+                           "blocked op on Ceph 16.2 and hang the shared session cluster")
 def test_blocking_recovery_test_phases_and_report(devcluster, stack, tmp_path):
     spec = tmp_path / "recovery.yaml"
     spec.write_text(SPEC)
