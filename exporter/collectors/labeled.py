@@ -24,14 +24,8 @@ from typing import Any
 
 from cephscope.exporter.asok import AsokCommandError, Daemon
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
-from cephscope.exporter.collectors.perf import (
-    PERFCOUNTER_HISTOGRAM,
-    PERFCOUNTER_LONGRUNAVG,
-    _number,
-    promethize,
-    schema_int,
-)
-from cephscope.exporter.exposition import COUNTER, GAUGE, MetricSink
+from cephscope.exporter.collectors.perf import _number, exported_kind, promethize
+from cephscope.exporter.exposition import COUNTER, MetricSink
 from cephscope.exporter.settings import HostSettings, option
 
 _LABEL_NAME = re.compile(r"[^A-Za-z0-9_]")
@@ -78,18 +72,11 @@ def plan_from_counter_schema(schema: Any, priority: int) -> tuple[_Series, ...]:
             if not labels or not isinstance(counters, dict):
                 continue  # unlabeled: perf dump's counters, exported by the perf collector
             for counter, info in counters.items():
-                if not isinstance(info, dict):
-                    continue
-                ctype = schema_int(info.get("type", 0))
-                prio = schema_int(info.get("priority", priority))
-                if ctype is None or prio is None:
-                    continue  # a garbled entry costs that counter only
-                if ctype & PERFCOUNTER_HISTOGRAM or prio < priority:
+                kind = exported_kind(info, priority)
+                if kind is None:
                     continue
                 series.append(_Series(
-                    key, labels, counter, promethize(f"{key}_{counter}"),
-                    bool(ctype & PERFCOUNTER_LONGRUNAVG),
-                    COUNTER if info.get("metric_type") == "counter" else GAUGE,
+                    key, labels, counter, promethize(f"{key}_{counter}"), *kind,
                     str(info.get("description") or f"{key} {counter}"),
                 ))
     return tuple(series)

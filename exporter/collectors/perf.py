@@ -41,6 +41,20 @@ class PerfSettings:
         hidden_aliases=("--ceph.perf-priority",))
 
 
+def exported_kind(info: Any, priority: int) -> tuple[bool, str] | None:
+    """Whether a schema entry (`perf schema` or `counter schema`) is exported, and how:
+    (is a long-run average, Prometheus type); None for histograms, counters below the
+    priority threshold and garbled entries (which cost that counter only)."""
+    if not isinstance(info, dict):
+        return None
+    ctype = schema_int(info.get("type", 0))
+    # Schemas without a priority (very old daemons) are not filtered.
+    prio = schema_int(info.get("priority", priority))
+    if ctype is None or prio is None or ctype & PERFCOUNTER_HISTOGRAM or prio < priority:
+        return None
+    return bool(ctype & PERFCOUNTER_LONGRUNAVG), COUNTER if info.get("metric_type") == "counter" else GAUGE
+
+
 def promethize(name: str) -> str:
     """ceph-exporter's / mgr prometheus module's metric-name rules, with the ``ceph_`` prefix."""
     if name.endswith("-"):
@@ -125,22 +139,16 @@ def plan_from_schema(schema: Any, priority: int) -> tuple[_Counter, ...]:
         if not isinstance(group, dict):
             continue
         for counter, info in group.items():
-            if not isinstance(info, dict):
+            kind = exported_kind(info, priority)
+            if kind is None:
                 continue
-            ctype = schema_int(info.get("type", 0))
-            # Schemas without a priority (very old daemons) are not filtered.
-            prio = schema_int(info.get("priority", priority))
-            if ctype is None or prio is None:
-                continue  # a garbled entry costs that counter only
-            if ctype & PERFCOUNTER_HISTOGRAM or prio < priority:
-                continue
-            mtype = COUNTER if info.get("metric_type") == "counter" else GAUGE
+            longrunavg, mtype = kind
             counters.append(
                 _Counter(
                     collection,
                     counter,
                     promethize(f"{collection}_{counter}"),
-                    bool(ctype & PERFCOUNTER_LONGRUNAVG),
+                    longrunavg,
                     mtype,
                     str(info.get("description") or f"{collection} {counter}"),
                 )
