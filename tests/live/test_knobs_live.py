@@ -9,8 +9,6 @@ fixture puts it back whatever happens.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from .sweep_kill import run_sweep_until_step_then_kill
 
 SWAPPINESS = Path("/proc/sys/vm/swappiness")
 
@@ -101,21 +101,8 @@ def test_knob_axes_applied_verified_and_restored_after_kill_and_resume(
     results = tmp_path / tmp_path.name  # the dir name is the run id: unique per session
     common = ["--devcluster", str(devcluster.state_dir), "--metrics-port",
               str(stack.runner_port), "--metrics-linger", "0", "--idle-baseline", "6"]
-    log1 = (tmp_path / "first.log").open("w")
-    first = subprocess.Popen(sweep_argv(str(spec), "--results-dir", str(results), *common),
-                             stdout=log1, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert first.poll() is None, (tmp_path / "first.log").read_text()
-            run = results / "run.json"
-            if run.exists():
-                steps = json.loads(run.read_text())["steps"]
-                ts2 = results / f"step-{steps[1]['id']}" / "timestamps.json"
-                if ts2.exists() and "started" in json.loads(ts2.read_text()):
-                    break
-            assert time.monotonic() < deadline, "step 2 never started"
-            time.sleep(0.2)
+
+    def mid_step_2(steps: list[dict[str, Any]]) -> None:
         # the run's scrub guard is on while it runs
         flags = json.loads(subprocess.run(devcluster.ceph_argv("osd", "dump", "--format", "json"),
                                           capture_output=True, text=True, check=True).stdout)
@@ -126,13 +113,10 @@ def test_knob_axes_applied_verified_and_restored_after_kill_and_resume(
             dict.fromkeys(devs, str(knobs2["osd_ra"]))
         assert {d: scheduler(d) for d in devs} == \
             dict.fromkeys(devs, knobs2["block_queue.scheduler"])
-        os.kill(first.pid, signal.SIGKILL)
-        first.wait(10)
-    finally:
-        if first.poll() is None:
-            os.kill(first.pid, signal.SIGKILL)
-            first.wait(10)
-        log1.close()
+
+    steps = run_sweep_until_step_then_kill(
+        sweep_argv(str(spec), "--results-dir", str(results), *common), results,
+        tmp_path / "first.log", 2, timeout=180, before_kill=mid_step_2).steps
     assert SWAPPINESS.read_text().strip() == str(swappiness)  # not restored: killed
     saved = json.loads((results / "pre_sweep_knobs.json").read_text())
     assert {(e["setting"], e["path"]) for e in saved} >= {

@@ -23,6 +23,8 @@ import pytest
 from cephscope.deploy.devcluster import DevCluster, DevClusterError
 from cephscope.deploy.procs import proc_cmdline, terminate
 
+from .sweep_kill import run_sweep_until_step_then_kill
+
 TWO_STEPS = """\
 cluster:
   clients: [client1, client2]
@@ -199,30 +201,14 @@ def test_sigkill_then_resume_leaves_no_benchmark_on_any_client(
     spec.write_text(TWO_STEPS.format(seconds=10))
     results = tmp_path / "run"
     common = ["--devcluster", str(multihost.state_dir), "--metrics-linger", "0"]
-    log = (tmp_path / "first.log").open("w")
-    first = subprocess.Popen(sweep_argv(str(spec), "--results-dir", str(results), *common),
-                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 240
-        while True:
-            assert first.poll() is None, (tmp_path / "first.log").read_text()
-            run = results / "run.json"
-            if run.exists():
-                steps = json.loads(run.read_text())["steps"]
-                ts2 = results / f"step-{steps[1]['id']}" / "timestamps.json"
-                if ts2.exists() and "started" in json.loads(ts2.read_text()):
-                    break
-            assert time.monotonic() < deadline, "step 2 never started"
-            time.sleep(0.2)
-        time.sleep(2)
+
+    def benchmarks_on_both_clients(_steps: list[dict[str, Any]]) -> None:
         assert benchmark_pids(multihost, "client1") and benchmark_pids(multihost, "client2")
-        os.kill(first.pid, signal.SIGKILL)
-        first.wait(10)
-    finally:
-        if first.poll() is None:
-            os.kill(first.pid, signal.SIGKILL)
-            first.wait(10)
-        log.close()
+
+    steps = run_sweep_until_step_then_kill(
+        sweep_argv(str(spec), "--results-dir", str(results), *common), results,
+        tmp_path / "first.log", 2, timeout=240, settle=2,
+        before_kill=benchmarks_on_both_clients).steps
     # The runner is gone: each client's guard sees its SSH session end and ends its tool.
     deadline = time.monotonic() + 15
     while any(benchmark_pids(multihost, c) for c in ("client1", "client2")):

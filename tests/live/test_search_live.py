@@ -12,8 +12,6 @@ and runs nothing), its steps are tagged in Prometheus, and `cephscope recommend`
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -23,6 +21,7 @@ from cephscope.runner.search.live import make_plan, run_live_search
 from cephscope.runner.spec import load_spec
 from cephscope.runner.steps import generate_steps
 
+from .sweep_kill import run_sweep_until_step_then_kill
 from .test_sweep_live import osd_db_entries, restore_shards, shard_counts  # noqa: F401
 
 SPEC = """\
@@ -68,29 +67,10 @@ def test_halving_search_killed_resumed_and_recommended(devcluster, stack, tmp_pa
     assert "expected: 8 steps, 32 benchmark-seconds" in dry.stdout
     assert "full grid: 16 steps, 96 benchmark-seconds, 4 restart(s)" in dry.stdout
 
-    log1 = (tmp_path / "first.log").open("w")
-    first = subprocess.Popen(cli("sweep", str(spec_path), "--results-dir", str(results), *common),
-                             stdout=log1, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 240
-        while True:  # kill while the third step's benchmark runs
-            assert first.poll() is None, (tmp_path / "first.log").read_text()
-            run = results / "run.json"
-            steps = json.loads(run.read_text())["steps"] if run.exists() else []
-            if len(steps) >= 3:
-                ts = results / f"step-{steps[2]['id']}" / "timestamps.json"
-                if ts.exists() and "started" in json.loads(ts.read_text()):
-                    break
-            assert time.monotonic() < deadline, "step 3 never started"
-            time.sleep(0.2)
-        time.sleep(0.5)
-        os.kill(first.pid, signal.SIGKILL)
-        first.wait(10)
-    finally:
-        if first.poll() is None:
-            os.kill(first.pid, signal.SIGKILL)
-            first.wait(10)
-        log1.close()
+    # kill while the third step's benchmark runs
+    steps = run_sweep_until_step_then_kill(
+        cli("sweep", str(spec_path), "--results-dir", str(results), *common), results,
+        tmp_path / "first.log", 3, timeout=240, settle=0.5).steps
     before = {s["id"]: (results / f"step-{s['id']}" / "result.json").stat().st_mtime_ns
               for s in steps if (results / f"step-{s['id']}" / "result.json").exists()}
     assert len(before) == 2, "exactly two steps were done at the kill"

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,6 +19,8 @@ from typing import Any
 import pytest
 
 from cephscope.exporter.asok import AsokClient
+
+from .sweep_kill import run_sweep_until_step_then_kill
 
 SPEC = """\
 cluster:
@@ -115,32 +115,12 @@ def test_sweep_killed_and_resumed(devcluster, stack, tmp_path, restore_shards):
     common = ["--devcluster", str(devcluster.state_dir), "--metrics-port",
               str(stack.runner_port), "--metrics-linger", "12",
               "--prometheus-url", stack.prometheus_url, "--prometheus-rate-window", "15s"]
-    log1 = (tmp_path / "first.log").open("w")
-    first = subprocess.Popen(sweep_argv(str(spec), "--results-dir", str(results), *common),
-                             stdout=log1, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        # Wait until step 2's benchmark runs, then SIGKILL the runner.
-        deadline = time.monotonic() + 180
-        while True:
-            assert first.poll() is None, (tmp_path / "first.log").read_text()
-            run = results / "run.json"
-            if run.exists():
-                steps = json.loads(run.read_text())["steps"]
-                ts2 = results / f"step-{steps[1]['id']}" / "timestamps.json"
-                if ts2.exists() and "started" in json.loads(ts2.read_text()):
-                    break
-            assert time.monotonic() < deadline, "step 2 never started"
-            time.sleep(0.2)
-        time.sleep(1.5)
-        os.kill(first.pid, signal.SIGKILL)
-        first.wait(10)
-    finally:
-        if first.poll() is None:
-            os.kill(first.pid, signal.SIGKILL)
-            first.wait(10)
-        log1.close()
-    killed_window = json.loads(ts2.read_text())
-    killed_window["ended"] = time.time()
+    # SIGKILL the runner 1.5 s into step 2's benchmark
+    killed = run_sweep_until_step_then_kill(
+        sweep_argv(str(spec), "--results-dir", str(results), *common), results,
+        tmp_path / "first.log", 2, timeout=180, settle=1.5)
+    steps = killed.steps
+    killed_window = killed.step_window()
     step_ids = [s["id"] for s in steps]
     done_before = {sid: (results / f"step-{sid}" / "result.json").stat().st_mtime_ns
                    for sid in step_ids if (results / f"step-{sid}" / "result.json").exists()}
