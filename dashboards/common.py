@@ -16,9 +16,11 @@ from typing import Any
 from grafana_foundation_sdk.builders import dashboard as gdash
 from grafana_foundation_sdk.builders import heatmap as gheatmap
 from grafana_foundation_sdk.builders import prometheus as gprom
+from grafana_foundation_sdk.builders import statetimeline as gstatetimeline
 from grafana_foundation_sdk.builders import table as gtable
 from grafana_foundation_sdk.builders import timeseries as gtimeseries
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.common import VisibilityMode
 from grafana_foundation_sdk.models.dashboard import (
     DashboardLinkType,
     DataSourceRef,
@@ -130,6 +132,30 @@ def timeseries(
         .height(height)
         .line_width(1)
         .fill_opacity(10 if stack else 0)
+    )
+    for query in queries:
+        panel = panel.with_target(_target(query))
+    return panel
+
+
+def state_timeline(
+    title: str,
+    queries: Sequence[Query],
+    description: str = "",
+    width: int = 24,
+    height: int = 6,
+) -> gstatetimeline.Panel:
+    """One lane per series: when each was present (a 0/1 gauge such as a run phase)."""
+    panel = (
+        gstatetimeline.Panel()
+        .title(title)
+        .description(description)
+        .datasource(DATASOURCE_REF)
+        .span(width)
+        .height(height)
+        .show_value(VisibilityMode.NEVER)
+        .merge_values(True)
+        .fill_opacity(80)
     )
     for query in queries:
         panel = panel.with_target(_target(query))

@@ -27,6 +27,7 @@ from cephscope.dashboards.common import (
     query_variable,
     run_variable,
     sel,
+    state_timeline,
     step_annotations,
     table,
     timeseries,
@@ -169,6 +170,17 @@ def sweep_overview(cfg: MixinConfig) -> dict[str, Any]:
                 [Query(f"max_over_time(cephscope_step_info{client}[$__range])")],
                 "Every step that ran in the time range, with its parameters.",
                 height=7,
+            )
+        )
+        .with_panel(
+            state_timeline(
+                "Run phases",
+                [Query(f"max by (run, phase, step) (cephscope_run_phase{client})",
+                       "{{phase}} {{step}}")],
+                "What the runner did outside the measurements: the idle baseline at run start, "
+                "per step the scrub wait, health gate, cache drop and prepare (prefill), and "
+                "a recovery test's phases (healthy, degraded, recovering, backfilling, "
+                "recovered).",
             )
         )
         .with_row(gdash.Row("Client (benchmark tool)"))

@@ -17,8 +17,14 @@ from typing import Any
 
 from cephscope.runner.benchmarks import BENCHMARKS
 from cephscope.runner.clients import per_client_rows
+from cephscope.runner.recovery import phase_key
 from cephscope.runner.report_plots import plot_axes, plot_cores, plot_heatmaps, plot_thread_groups
-from cephscope.runner.results import RunDir, atomic_write_json, atomic_write_text
+from cephscope.runner.results import (
+    IDLE_BASELINE_FILE,
+    RunDir,
+    atomic_write_json,
+    atomic_write_text,
+)
 from cephscope.runner.search.analysis import report_lines
 from cephscope.runner.stats import summarize
 from cephscope.runner.step_system import (
@@ -347,6 +353,8 @@ class ReportContent:
     stats: tuple[list[str], list[list[str]]] | None
     per_step: list[tuple[str, list[Table]]]
     notes: list[str]
+    # the run's idle baseline window beside each step's system figures (None: not recorded)
+    idle: tuple[list[str], list[list[str]]] | None = None
 
 
 def build_content(run_dir: Path, prometheus_url: str | None = None,
@@ -367,11 +375,13 @@ def build_content(run_dir: Path, prometheus_url: str | None = None,
 
         topology = fetch_topology(prometheus_url)
     run, rows = load_rows(Path(run_dir), fetch_system, topology)
+    idle = load_idle_baseline(Path(run_dir), fetch_system, topology)
     header, body = table(rows)
     per_step = [(f"{r.step.id} {r.step.benchmark} {r.mode or ''} ({r.step.short_params()}, "
                  f"iteration {r.step.iteration})", tables)
                 for r in rows if r.status == "done" and (tables := system_tables(r))]
-    return ReportContent(run, rows, header, body, statistics_table(rows), per_step, _notes(rows))
+    return ReportContent(run, rows, header, body, statistics_table(rows), per_step, _notes(rows),
+                         idle_baseline_table(rows, idle) if idle is not None else None)
 
 
 def _png_data_uri(path: Path) -> str:
@@ -415,6 +425,8 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
         md += ["## Per client", "", markdown_table(*clients), ""]
     if content.stats:
         md += ["## Statistics over iterations", "", markdown_table(*content.stats), ""]
+    if content.idle:
+        md += ["## System vs idle baseline", "", IDLE_NOTE, "", markdown_table(*content.idle), ""]
     rec_lines, front_plots = report_lines(run_dir, run_dir / PLOT_DIR if plots else None)
     plot_paths += front_plots
     if rec_lines:
@@ -453,6 +465,9 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
         h += ["<h2>Per client</h2>", _html_table(*clients)]
     if content.stats:
         h += ["<h2>Statistics over iterations</h2>", _html_table(*content.stats)]
+    if content.idle:
+        h += ["<h2>System vs idle baseline</h2>", f"<p>{html.escape(IDLE_NOTE)}</p>",
+              _html_table(*content.idle)]
     if rec_lines:
         h += ["<h2>Recommendation</h2>", f"<pre>{html.escape(chr(10).join(rec_lines))}</pre>"]
     if plot_paths:
@@ -474,6 +489,74 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
     return Report(md_path, html_path, plot_paths, rows)
 
 
+IDLE_NOTE = ("Each step's figure beside the same figure over the idle baseline window at run "
+             "start (no client I/O; CBT's idle_monitor_sleep): the same host's CPU, the same "
+             "disk as the step's busiest OSD device, the same NIC as the step's busiest. "
+             "'above idle' = step minus idle.")
+
+
+def load_idle_baseline(run_dir: Path,
+                       fetch_system: Callable[[float, float], Mapping[str, Any]] | None = None,
+                       topology: OsdTopology | None = None) -> SystemFigures | None:
+    """System figures of the run's idle baseline window (stored by the sweep in
+    idle_baseline.prometheus.json, else pulled and stored); None when there is none."""
+    idle = RunDir(run_dir).read_state().get("idle_baseline")
+    if not isinstance(idle, Mapping) or not all(
+            isinstance(idle.get(k), int | float) for k in ("start", "end")):
+        return None
+    window = (float(idle["start"]), float(idle["end"]))
+    path = run_dir / IDLE_BASELINE_FILE
+    prometheus = read_stored(path)
+    if prometheus is None and fetch_system is not None:
+        prometheus = dict(fetch_system(*window))
+        atomic_write_json(path, prometheus)
+    figures = summarize_system(prometheus, topology, window)
+    return figures if figures.available else None
+
+
+def idle_baseline_table(rows: Sequence[Row], idle: SystemFigures
+                        ) -> tuple[list[str], list[list[str]]] | None:
+    """Per (step, mode): CPU busy, the busiest OSD device's util and IOPS, the busiest NIC's
+    traffic, each beside the idle window's figure for the same host / device."""
+    def host_cpu(s: SystemFigures, host: str | None) -> float | None:
+        modes = s.cpu_modes.get(host or "")
+        return sum(modes.values()) if modes else s.cpu_busy_ratio
+
+    idle_devices = {(d.host, d.device): d for d in idle.devices}
+    idle_nics = {(n.host, n.device): n for n in idle.nics}
+    body = []
+    for r in rows:
+        s = r.system
+        if r.status != "done" or not s.available:
+            continue
+        cpu, idle_cpu = s.cpu_busy_ratio, host_cpu(idle, s.cpu_instance)
+        disk = max((d for d in s.devices if d.util_ratio is not None),
+                   key=lambda d: d.util_ratio or 0.0, default=None)
+        idle_disk = idle_devices.get((disk.host, disk.device)) if disk else None
+        nic = max(s.nics, key=lambda n: n.receive_bytes_per_second + n.transmit_bytes_per_second,
+                  default=None)
+        idle_nic = idle_nics.get((nic.host, nic.device)) if nic else None
+
+        def nic_rate(n: Any) -> float | None:
+            return n.receive_bytes_per_second + n.transmit_bytes_per_second if n else None
+
+        body.append([
+            r.step.id, r.mode or "-",
+            _fmt(cpu, 100), _fmt(idle_cpu, 100),
+            _fmt(cpu - idle_cpu, 100) if cpu is not None and idle_cpu is not None else "-",
+            disk.device if disk else "-",
+            _fmt(disk.util_ratio if disk else None, 100),
+            _fmt(idle_disk.util_ratio if idle_disk else None, 100),
+            _fmt(disk.iops if disk else None, digits=0),
+            _fmt(idle_disk.iops if idle_disk else None, digits=0),
+            nic.device if nic else "-",
+            _fmt(nic_rate(nic), 1 / 2**20, 2), _fmt(nic_rate(idle_nic), 1 / 2**20, 2)])
+    if not body:
+        return None
+    return (["step", "mode", "CPU busy %", "idle CPU %", "CPU above idle %", "disk",
+             "util %", "idle util %", "IOPS", "idle IOPS", "NIC", "MiB/s", "idle MiB/s"], body)
+
+
 def recovery_table(run_dir: Path) -> tuple[list[str], list[list[str]]] | None:
     """One row per recovery-test phase of every step that ran one."""
     rd = RunDir(run_dir)
@@ -484,17 +567,25 @@ def recovery_table(run_dir: Path) -> tuple[list[str], list[list[str]]] | None:
         if not rec:
             continue
         for p in rec.get("phases", []):
-            client = rec.get("client", {}).get(p["phase"], {})
+            client = rec.get("client", {}).get(phase_key(p), {})
             lat = client.get("latency_mean_seconds")
-            body.append([step.id, p["phase"], _fmt(p.get("end", p["start"]) - p["start"]),
+            body.append([step.id, phase_key(p), _fmt(p.get("end", p["start"]) - p["start"]),
                          _fmt(client.get("iops_mean"), digits=0),
                          _fmt(lat, 1e3, 2) if lat is not None else "-"])
         rate = rec.get("recovery_bytes_per_second_mean")
-        body.append([step.id, "summary",
-                     f"recovery {_fmt(rec.get('recovery_seconds'))} s, backfill "
-                     f"{_fmt(rec.get('backfill_seconds'))} s",
-                     f"max degraded objects {rec.get('max_degraded_objects', 0):.0f}",
-                     f"recovery {_fmt(rate, 1 / 2**20)} MiB/s" if rate else "-"])
+        cycles = rec.get("cycles") or [{"cycle": 1, "recovery_seconds": rec.get("recovery_seconds"),
+                                        "backfill_seconds": rec.get("backfill_seconds")}]
+        for c in cycles:
+            body.append([step.id, "summary" if len(cycles) == 1 else f"summary#{c['cycle']}",
+                         f"recovery {_fmt(c.get('recovery_seconds'))} s, backfill "
+                         f"{_fmt(c.get('backfill_seconds'))} s",
+                         f"max degraded objects {rec.get('max_degraded_objects', 0):.0f}",
+                         f"recovery {_fmt(rate, 1 / 2**20)} MiB/s" if rate else "-"])
+        for stuck in rec.get("repeered_pgs") or []:
+            body.append([step.id, "stuck PG",
+                         f"PG {stuck.get('pgid')} laggy {_fmt(stuck.get('laggy_seconds'))} s, "
+                         f"re-peered", f"acting {stuck.get('acting')}",
+                         str(stuck.get("slow_ops") or "-")])
     if not body:
         return None
     return ["step", "phase", "seconds", "client IOPS", "client latency ms"], body

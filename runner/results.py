@@ -83,6 +83,9 @@ class ResultsError(RuntimeError):
     pass
 
 
+# the idle baseline window's Prometheus data (run start, no client I/O), beside the steps'
+IDLE_BASELINE_FILE = "idle_baseline.prometheus.json"
+
 class RunDir:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)

@@ -102,8 +102,7 @@ POOL_PROFILE_KEYS = frozenset(
      "prefill_recovery_object_size", "prefill_recovery_threads", "size"}
 )
 POOL_PROFILE_KEYS_IGNORED = frozenset(
-    {"crush_profile", "cache_profile", "prefill_recovery_objects",
-     "prefill_recovery_object_size", "prefill_recovery_threads"}
+    {"crush_profile", "cache_profile"}
 )
 ERASURE_PROFILE_KEYS = frozenset({"erasure_k", "erasure_m", "erasure_plugin", "failure_domain",
                                   "k", "m", "plugin", "stripe_unit"})
@@ -140,6 +139,10 @@ class PoolProfile:
     failure_domain: str = "osd"
     ec_overwrites: bool = False
     stripe_unit: int | None = None  # bytes per data chunk (the EC profile's stripe_unit)
+    # CBT's: what a background recovery test writes to the recovery pool while OSDs are out
+    prefill_recovery_objects: int = 0
+    prefill_recovery_object_size: int = 4 << 20
+    prefill_recovery_threads: int = 16
 
     @property
     def is_erasure(self) -> bool:
@@ -630,6 +633,9 @@ def _pool_profile(c: _Checker, kp: tuple[Any, ...], name: str, pp: Any,
                                      f"{DEFAULT_REPLICATED_SIZE} (Ceph's default); give an "
                                      "integer size or 'erasure' to choose")
         replication = DEFAULT_REPLICATED_SIZE
+    prefill = {key: _int(c, (*kp, key), pp[key], low) for key, low in
+               (("prefill_recovery_objects", 0), ("prefill_recovery_object_size", 1),
+                ("prefill_recovery_threads", 1)) if key in pp}
     ec_overwrites = pp.get("ec_overwrites", False)
     if not isinstance(ec_overwrites, bool):
         c.error((*kp, "ec_overwrites"), ec_overwrites, "wrong type; expected bool")
@@ -660,11 +666,11 @@ def _pool_profile(c: _Checker, kp: tuple[Any, ...], name: str, pp: Any,
         return PoolProfile(name=name, replication=None, pg_num=pg_num, erasure_k=k_ok,
                            erasure_m=m_ok, erasure_plugin=str(plugin),
                            failure_domain=str(failure_domain), ec_overwrites=bool(ec_overwrites),
-                           stripe_unit=stripe_unit)
+                           stripe_unit=stripe_unit, **prefill)
     size = _int(c, (*kp, "replication"), replication, 1)
     if len(c.problems) > before or size is None or pg_num is None:
         return None
-    return PoolProfile(name=name, replication=size, pg_num=pg_num)
+    return PoolProfile(name=name, replication=size, pg_num=pg_num, **prefill)
 
 
 def _host_knobs(c: _Checker, spec: Spec, data: dict[str, Any], cluster: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ Order of effects, so that a bad spec never touches the cluster:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import os
 import re
@@ -32,6 +33,7 @@ from cephscope.runner.benchmarks.base import (
     ClusterAccess,
     LiveSample,
 )
+from cephscope.runner.benchmarks.toolproc import run_quick
 from cephscope.runner.cephclient import CephCli, CephError, CephTarget
 from cephscope.runner.clients import (
     ClientsError,
@@ -51,7 +53,13 @@ from cephscope.runner.phase_metrics import MetricsServer, PhaseMetrics
 from cephscope.runner.pools import PoolManager
 from cephscope.runner.recovery import RecoverySpec, RecoveryTest
 from cephscope.runner.restart import make_restart_method
-from cephscope.runner.results import ResultsError, RunDir, load_baseline
+from cephscope.runner.results import (
+    IDLE_BASELINE_FILE,
+    ResultsError,
+    RunDir,
+    atomic_write_json,
+    load_baseline,
+)
 from cephscope.runner.search import live as live_search
 from cephscope.runner.spec import Spec, SpecError, load_spec
 from cephscope.runner.steps import (
@@ -600,10 +608,15 @@ class Sweep:
             self.metrics.start_step(step, ts["started"], ts["dead_time_seconds"], baseline)
             rd.write_timestamps(step, ts)
             if spec.recovery is not None:
-                recovery = RecoveryTest(self.cli, spec.recovery, step.id, self.metrics, self.log)
+                recovery = RecoveryTest(self.cli, spec.recovery, step.id, self.metrics, self.log,
+                                        populate=self._recovery_populate(spec, step, ctx))
+                ctx.abort = recovery.abort  # a failed recovery test stops the client at once
                 self.recovery = recovery
                 rd.update_state(recovery_osds=list(spec.recovery.osds))
                 recovery.start()
+                recovery.start_io.wait()  # background: the client waits for the backfill
+                if recovery.error:
+                    raise CephError(recovery.error)
             results = []
             modes: dict[str, dict[str, float]] = {}
             for mode in bench.modes():
@@ -624,7 +637,8 @@ class Sweep:
                                  f"{skew:.3f}s")
                 results.append(result)
             if recovery is not None:
-                recovery.wait()  # blocking: the step lasts until the cluster has recovered
+                recovery.bench_done.set()  # ends a `repeat` after its current cycle
+                recovery.wait()  # the step lasts until the cluster has recovered
                 ts["recovery"] = recovery.result(samples)
                 rd.update_state(recovery_osds=[])
                 self.recovery = None
@@ -657,6 +671,35 @@ class Sweep:
                 except Exception as exc:  # cleanup problems never hide the step's outcome
                     self.log(f"step {step.id}: benchmark cleanup failed: {exc}")
 
+    def _recovery_populate(self, spec: Spec, step: Step,
+                           ctx: BenchContext) -> Callable[[], None] | None:
+        """Background recovery test: a recovery pool beside the step's, written while the OSDs
+        are out (CBT's `prefill_recovery_*` pool-profile keys), for them to backfill."""
+        assert spec.recovery is not None and self.pools is not None
+        profile = spec.pool_profiles.get(step.pool_profile or "")
+        if spec.recovery.test_type != "background" or profile is None \
+                or profile.prefill_recovery_objects <= 0:
+            return None
+        before = len(self.pools.created)
+        pool = self.pools.ensure(dataclasses.replace(profile, name=f"{profile.name}-recovery"))
+        if len(self.pools.created) != before and self.config is not None:
+            self.config.restarter.wait_pgs_active_clean()
+        argv = [*ctx.cluster.tool_prefix, "rados", *ctx.cluster.common_args(), "-p", pool,
+                "bench", "600", "write", "--no-cleanup",
+                "-b", str(profile.prefill_recovery_object_size),
+                "-t", str(profile.prefill_recovery_threads),
+                "--max-objects", str(profile.prefill_recovery_objects)]
+
+        def populate() -> None:
+            self.log(f"recovery test: writing {profile.prefill_recovery_objects} objects of "
+                     f"{profile.prefill_recovery_object_size} B to {pool}")
+            done = run_quick(argv, 600, "recovery pool prefill", ctx.env)
+            if done.returncode != 0:
+                raise CephError(f"recovery pool prefill ({pool}): rados exited with "
+                                f"{done.returncode}: {done.stderr.strip()[-300:]}")
+
+        return populate
+
     def _live(self, progress: Progress, samples: list[LiveSample] | None = None,
               ) -> Callable[[str, LiveSample], None]:
         metrics = self.metrics
@@ -686,6 +729,7 @@ class Sweep:
         if not self.opts.prometheus_url or self.run_dir is None:
             return
         rd = self.run_dir
+        self._pull_idle_baseline(final)
         pending = []
         for step in steps:
             result = rd.step_result(step)
@@ -705,6 +749,20 @@ class Sweep:
             data = pull_step_window(self.opts.prometheus_url, ts["started"], ts["ended"],
                                     self.opts.prometheus_rate_window)
             rd.write_step_file(step, "prometheus.json", data)
+
+    def _pull_idle_baseline(self, final: bool) -> None:
+        """The idle baseline window's system metrics, stored once for the report."""
+        assert self.run_dir is not None and self.opts.prometheus_url
+        idle = self.run_dir.read_state().get("idle_baseline")
+        path = self.run_dir.path / IDLE_BASELINE_FILE
+        if not isinstance(idle, dict) or path.exists():
+            return
+        wait = idle["end"] + self.opts.prometheus_lag_seconds - time.time()
+        if wait > 0 and not final:
+            return
+        time.sleep(max(0.0, wait))
+        atomic_write_json(path, pull_step_window(self.opts.prometheus_url, idle["start"],
+                                                 idle["end"], self.opts.prometheus_rate_window))
 
 
 def _searches(spec: Spec) -> bool:

@@ -17,6 +17,7 @@ those. Live per-second client figures go through `ctx.report_progress`.
 from __future__ import annotations
 
 import abc
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +71,8 @@ class BenchContext:
     data_pool: str | None = None
     # Where the tool runs: every client at once (empty: this machine only, as one client).
     clients: Sequence[HostExec] = ()
+    # Set from elsewhere (a failed recovery test): the running tools are stopped at once.
+    abort: threading.Event | None = None
 
 
 @dataclass(frozen=True)

@@ -597,7 +597,7 @@ class LibrbdFio(Benchmark):
                 )
             )
         try:
-            run_tools(commands, ctx.timeout_seconds, f"librbdfio {mode}")
+            run_tools(commands, ctx.timeout_seconds, f"librbdfio {mode}", abort=ctx.abort)
         finally:
             aggregator.flush()
         return [p for pair in paths for p in pair]

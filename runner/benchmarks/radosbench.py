@@ -493,7 +493,8 @@ class RadosBench(Benchmark):
                 )
             )
         try:
-            outcomes = run_tools(commands, ctx.timeout_seconds, f"radosbench {mode}")
+            outcomes = run_tools(commands, ctx.timeout_seconds, f"radosbench {mode}",
+                                 abort=ctx.abort)
         finally:
             aggregator.flush()
         for slot, outcome in zip(slots, outcomes, strict=False):

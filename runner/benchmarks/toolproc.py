@@ -142,9 +142,11 @@ def _pump(stream, out_path: Path, on_output: Callable[[str], None] | None) -> No
 
 
 def run_tools(
-    commands: Sequence[ToolCommand], timeout_seconds: float, what: str
+    commands: Sequence[ToolCommand], timeout_seconds: float, what: str,
+    abort: threading.Event | None = None,
 ) -> list[ToolOutcome]:
-    """Start all commands at once, wait for all; raise BenchmarkError on timeout or failure.
+    """Start all commands at once, wait for all; raise BenchmarkError on timeout or failure,
+    or as soon as `abort` is set (the tools are killed).
 
     A non-zero exit of any process raises with that process's stderr tail.
     """
@@ -191,6 +193,8 @@ def run_tools(
             if any(o.returncode != 0 for o in finished.values()):
                 break
             if len(finished) < len(procs):
+                if abort is not None and abort.is_set():
+                    raise BenchmarkError(f"{what}: stopped (killed): the step was aborted")
                 if time.monotonic() > deadline:
                     command = next(c for i, (c, _p, _r) in enumerate(procs) if i not in finished)
                     raise BenchmarkError(

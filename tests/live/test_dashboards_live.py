@@ -70,7 +70,8 @@ def run_sweep(
         "--prometheus-url", stack.prometheus_url,
         "--results-dir", str(run_dir),
         # Prometheus scraped the steps while they ran; no need to wait after the last one.
-        "--metrics-linger", "2", "--idle-baseline", "0",
+        # A 6 s idle baseline is scraped at least once (5 s interval): the run-phase panel.
+        "--metrics-linger", "2", "--idle-baseline", "6",
     ]
     if baseline is not None:
         argv += ["--baseline", str(baseline)]
@@ -80,10 +81,12 @@ def run_sweep(
     rows = summary["rows"]
     assert rows and all(r["status"] == "done" for r in rows), rows
     last = rows[-1]
+    idle = json.loads((run_dir / "state.json").read_text())["idle_baseline"]
     return SweepRun(
         run_id=summary["run_id"],
         run_dir=run_dir,
-        start=min(r["start"] for r in rows),
+        # from the idle baseline at run start: the run-phase panel shows it
+        start=min(idle["start"], *(r["start"] for r in rows)),
         end=max(r["end"] for r in rows),
         # Just before the last step's end, not its middle: an 8 s step at a 5 s scrape
         # interval may have no scrape between its start and its middle, and then an instant

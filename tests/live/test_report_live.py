@@ -70,7 +70,7 @@ def swept_run(devcluster, stack, tmp_path_factory) -> Path:
         [sys.executable, "-m", "cephscope.cli", "sweep", str(spec), "--results-dir", str(results),
          "--devcluster", str(devcluster.state_dir), "--metrics-port", str(stack.runner_port),
          "--metrics-linger", "0", "--prometheus-url", stack.prometheus_url,
-         "--idle-baseline", "0"],
+         "--idle-baseline", "8"],
         capture_output=True, text=True, timeout=400, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     print(f"\nlive: 2x2 report sweep in {time.monotonic() - started:.1f}s")
@@ -101,13 +101,27 @@ def test_osd_side_p99_within_client_latency(swept_run: Path) -> None:
         assert row.rate_window and row.scrape_interval
     md = report.markdown_path.read_text()
     assert "| OSD p99 ms |" in md
+    # the idle baseline (8 s at run start) beside every step: the bench works the CPU and the
+    # OSD devices harder than the idle cluster did
+    assert content_idle(swept_run) is not None and "## System vs idle baseline" in md
+    header, body = content_idle(swept_run)
+    col = {name: i for i, name in enumerate(header)}
+    assert len(body) == 4
+    for line in body:
+        assert float(line[col["CPU busy %"]]) > float(line[col["idle CPU %"]]), line
+        assert float(line[col["IOPS"]].replace(",", "")) > float(
+            line[col["idle IOPS"]].replace(",", "")), line
+
+
+def content_idle(run_dir: Path):
+    return build_content(run_dir).idle
 
 
 def test_offline_and_online_reports_are_identical(swept_run: Path, stack, tmp_path: Path) -> None:
     offline = build_content(swept_run)
     copy = tmp_path / "online"
     shutil.copytree(swept_run, copy)
-    for stored in copy.glob("step-*/prometheus.json"):
+    for stored in [*copy.glob("step-*/prometheus.json"), copy / "idle_baseline.prometheus.json"]:
         stored.unlink()
     online = build_content(copy, prometheus_url=stack.prometheus_url)
     assert len(list(copy.glob("step-*/prometheus.json"))) == 4  # pulled again and stored
@@ -115,6 +129,7 @@ def test_offline_and_online_reports_are_identical(swept_run: Path, stack, tmp_pa
     assert online.body == offline.body
     assert online.per_step == offline.per_step
     assert online.notes == offline.notes
+    assert online.idle == offline.idle and (copy / "idle_baseline.prometheus.json").exists()
     assert any(cell not in ("", "-") for row in offline.body
                for cell in row[offline.header.index("OSD p99 ms"):])
 

@@ -302,3 +302,48 @@ def test_system_figures_use_each_modes_window() -> None:
     whole = summarize_system(prometheus)
     osd_ops = summarize_system(prometheus, window=(span["start"], span["end"]))
     assert osd_ops.osd_ops_per_second != whole.osd_ops_per_second
+
+
+def test_idle_baseline_is_shown_beside_each_step(tmp_path: Path) -> None:
+    """The idle baseline window's figures (a captured window of the same cluster stands in for
+    it: demo-b's first step) beside each step's, for the same host / device."""
+    from cephscope.runner.report import IDLE_NOTE, build_content, load_idle_baseline
+    from cephscope.runner.results import IDLE_BASELINE_FILE
+
+    run_dir = _copy("demo-a", tmp_path)
+    assert build_content(run_dir).idle is None  # no idle baseline recorded: no section
+    idle_capture = RUNS / "demo-b" / "step-d88fe92890df" / "prometheus.json"
+    shutil.copy(idle_capture, run_dir / IDLE_BASELINE_FILE)
+    window = json.loads(idle_capture.read_text())
+    RunDir(run_dir).update_state(idle_baseline={"start": window["start"], "end": window["end"]})
+    idle = load_idle_baseline(run_dir)
+    assert idle is not None and idle.cpu_busy_ratio is not None
+    content = build_content(run_dir)
+    assert content.idle is not None
+    header, body = content.idle
+    col = {name: i for i, name in enumerate(header)}
+    by_step = {r.step.id: r for r in content.rows}
+    assert {line[0] for line in body} == set(by_step)
+    for line in body:
+        step = by_step[line[0]].system
+        assert step.cpu_busy_ratio is not None
+        # the same host's busy fraction (this capture predates the per-mode query)
+        modes = idle.cpu_modes.get(step.cpu_instance or "")
+        idle_cpu = sum(modes.values()) if modes else idle.cpu_busy_ratio
+        assert line[col["CPU busy %"]] == f"{step.cpu_busy_ratio * 100:,.1f}"
+        assert line[col["idle CPU %"]] == f"{idle_cpu * 100:,.1f}"
+        assert line[col["CPU above idle %"]] == f"{(step.cpu_busy_ratio - idle_cpu) * 100:,.1f}"
+        disk = max(step.devices, key=lambda d: d.util_ratio or 0.0)
+        assert line[col["disk"]] == disk.device
+        (same,) = [d for d in idle.devices if (d.host, d.device) == (disk.host, disk.device)]
+        assert line[col["idle IOPS"]] == f"{same.iops:,.0f}"
+    md = write_report(run_dir, plots=False).markdown_path.read_text()
+    assert "## System vs idle baseline" in md and IDLE_NOTE in md
+
+
+def test_idle_baseline_without_its_metrics_adds_nothing(tmp_path: Path) -> None:
+    from cephscope.runner.report import build_content
+
+    run_dir = _copy("demo-a", tmp_path)
+    RunDir(run_dir).update_state(idle_baseline={"start": 1.0, "end": 31.0})
+    assert build_content(run_dir).idle is None  # recorded, but no Prometheus data for it
