@@ -614,7 +614,9 @@ class Sweep:
                 self.recovery = recovery
                 rd.update_state(recovery_osds=list(spec.recovery.osds))
                 recovery.start()
-                recovery.start_io.wait()  # background: the client waits for the backfill
+                # background: the client waits for the backfill (timed waits: Ctrl-C works)
+                while not recovery.start_io.wait(1.0):
+                    pass
                 if recovery.error:
                     raise CephError(recovery.error)
             results = []
@@ -657,6 +659,9 @@ class Sweep:
                 ts["ended"] = time.time()
                 self.metrics.end_step(ts["ended"])
             error = f"{type(exc).__name__}: {exc}"
+            if recovery is not None and recovery.abort.is_set() and recovery.error:
+                # the benchmark was stopped because the recovery test failed: say why
+                error = f"CephError: {recovery.error} ({error})"
             self.log(f"step {step.id} failed: {error}")
             rd.fail_step(step, error, ts)
             self.failed.append(step.id)
@@ -693,7 +698,10 @@ class Sweep:
         def populate() -> None:
             self.log(f"recovery test: writing {profile.prefill_recovery_objects} objects of "
                      f"{profile.prefill_recovery_object_size} B to {pool}")
-            done = run_quick(argv, 600, "recovery pool prefill", ctx.env)
+            try:
+                done = run_quick(argv, 600, "recovery pool prefill", ctx.env)
+            except BenchmarkError as exc:
+                raise CephError(str(exc)) from exc
             if done.returncode != 0:
                 raise CephError(f"recovery pool prefill ({pool}): rados exited with "
                                 f"{done.returncode}: {done.stderr.strip()[-300:]}")
