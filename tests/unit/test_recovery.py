@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -248,3 +249,26 @@ def test_pg_stats_that_lag_the_osd_map_do_not_end_the_degraded_phase():
     first_degraded = next(c["t"] for c in test.counts if c["degraded_objects"] > 0)
     assert recovering["start"] >= first_degraded
     assert test.result([])["max_degraded_objects"] == 40
+
+
+def test_an_abort_stops_the_running_tools_at_once(tmp_path: Path):
+    """A failed recovery test sets the step's abort: the benchmark's tools are killed then,
+    not at their timeout."""
+    import sys
+    import threading
+
+    from cephscope.runner.benchmarks.base import BenchmarkError
+    from cephscope.runner.benchmarks.toolproc import ToolCommand, run_tools
+
+    abort = threading.Event()
+    pid_file = tmp_path / "pid"
+    code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    cmd = ToolCommand([sys.executable, "-c", code], tmp_path / "out", tmp_path / "err")
+    threading.Timer(0.5, abort.set).start()
+    started = time.monotonic()
+    with pytest.raises(BenchmarkError, match="the step was aborted"):
+        run_tools([cmd], 600, "radosbench write", abort=abort)
+    assert time.monotonic() - started < 30
+    pid = int(pid_file.read_text())
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text(
+    ).split(")")[1].split()[0]
