@@ -27,7 +27,8 @@ from cephscope.runner.phase_metrics import PhaseMetrics
 SCRUB_FLAGS = ("noscrub", "nodeep-scrub")
 # PG states a measurement must not start in
 UNSETTLED = ("degraded", "peering", "recovering", "recovery_wait", "backfill", "undersized",
-             "down", "incomplete", "stale", "unknown", "remapped", "activating", "creating")
+             "down", "incomplete", "stale", "unknown", "remapped", "activating", "creating",
+             "laggy")  # laggy: no read lease, client ops on the PG wait
 # health checks that do not disturb a measurement: the scrub flags this run sets
 ALWAYS_ALLOWED = frozenset({"OSDMAP_FLAGS"})
 

@@ -96,3 +96,10 @@ def test_unsettled_pgs_fail_the_step_naming_their_state():
     with pytest.raises(HygieneError, match="PGs settled not reached.*8 active"
                                            r"\+recovering\+degraded"):
         hygiene(mon, drop_caches=False, scrub_guard=False).before_step("abc")
+
+
+def test_a_laggy_pg_fails_the_health_gate():
+    """A laggy PG has no read lease: every client op on it waits, so no step starts on it."""
+    mon = Mon(pg_states=[["active+clean+laggy", "active+clean"]])
+    with pytest.raises(HygieneError, match=r"PGs settled not reached.*8 active\+clean\+laggy"):
+        hygiene(mon, drop_caches=False, scrub_guard=False).before_step("abc")
