@@ -107,3 +107,51 @@ def test_blocking_recovery_test_phases_and_report(restored, devcluster, stack, t
     md = (results / "report.md").read_text()
     assert "## Recovery tests" in md
     assert f"| {step['id']} | healthy |" in md and "recovery " in md and " s, backfill " in md
+
+
+BACKGROUND_SPEC = """\
+pool_profiles:
+  rep2: {replication: 2, pg_size: 8, prefill_recovery_objects: 400,
+         prefill_recovery_object_size: 65536, prefill_recovery_threads: 8}
+recovery_test:
+  osds: [2]
+  pre_time: 2
+benchmarks:
+  radosbench:
+    op_size: 4096
+    concurrent_ops: 8
+    time: 10
+    write_only: true
+    pool_profile: rep2
+    recov_test_type: background
+"""
+
+
+def test_background_recovery_test_client_runs_only_during_backfill(restored, devcluster,
+                                                                   stack, tmp_path):
+    """CBT's background mode: the recovery pool is written while osd.2 is out; the client
+    starts on its own pool only once the OSD is back in and backfilling."""
+    spec = tmp_path / "background.yaml"
+    spec.write_text(BACKGROUND_SPEC)
+    results = tmp_path / tmp_path.name
+    proc = subprocess.run(
+        [sys.executable, "-m", "cephscope.cli", "sweep", str(spec), "--devcluster",
+         str(devcluster.state_dir), "--results-dir", str(results), "--metrics-port",
+         str(stack.runner_port), "--metrics-linger", "0", "--idle-baseline", "0"],
+        capture_output=True, text=True, timeout=420, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "writing 400 objects of 65536 B to cephscope-rep2-recovery" in proc.stdout
+    (step,) = json.loads((results / "run.json").read_text())["steps"]
+    result = json.loads((results / f"step-{step['id']}" / "result.json").read_text())
+    rec = result["timestamps"]["recovery"]
+    assert rec["error"] is None
+    assert [p["phase"] for p in rec["phases"]] == ["healthy", "degraded", "recovering",
+                                                   "backfilling", "recovered"]
+    backfill = next(p for p in rec["phases"] if p["phase"] == "backfilling")
+    # no client I/O before the OSD came back: the write mode began in the backfill phase
+    assert result["timestamps"]["modes"]["write"]["start"] >= backfill["start"]
+    assert rec["client"]["backfilling"]["iops_mean"] > 0
+    assert rec["client"]["healthy"]["samples"] == 0
+    # the prefilled recovery pool gave the backfill something to move
+    assert max(c["misplaced_objects"] for c in rec["counts"]
+               if backfill["start"] <= c["t"] <= backfill["end"]) > 0
