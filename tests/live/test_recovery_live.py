@@ -76,6 +76,8 @@ def test_blocking_recovery_test_phases_and_report(restored, devcluster, stack, t
     assert [p["phase"] for p in rec["phases"]] == ["healthy", "degraded", "recovering",
                                                    "backfilling", "recovered"]
     assert rec["error"] is None
+    spans = [(p["phase"], round(p["end"] - p["start"], 1)) for p in rec["phases"]]
+    print(f"\nlive: recovery test phases {spans}, max degraded {rec['max_degraded_objects']:.0f}")
     # Ceph 16.2 can leave a PG laggy after the OSD returns; the test re-peers it and says so
     for stuck in rec["repeered_pgs"]:
         print(f"\nlive: PG {stuck['pgid']} stayed laggy {stuck['laggy_seconds']:.0f}s after "
