@@ -105,6 +105,7 @@ class Stack:
         log: Any = None,
         targets_dir: Path | str | None = None,
         prometheus_release: str = "2",
+        runner_port: int | None = None,
     ) -> None:
         self.state_dir = Path(state_dir or default_state_dir()).resolve()
         self.port_base = port_base
@@ -125,6 +126,8 @@ class Stack:
             raise StackError(f"--prometheus-release {prometheus_release!r}: one of "
                              f"{', '.join(PROMETHEUS_RELEASES)}")
         self.prometheus_release = prometheus_release
+        # Another stack's runner port: two Prometheus servers scrape one sweep.
+        self._runner_port = runner_port
         saved = self.state_dir / "stack.json"
         if saved.exists():
             self.port_base = json.loads(saved.read_text())["port_base"]
@@ -155,7 +158,7 @@ class Stack:
 
     @property
     def runner_port(self) -> int:
-        return self.port(RUNNER_OFFSET)
+        return self._runner_port or self.port(RUNNER_OFFSET)
 
     def _components(self) -> list[Component]:
         return [c for c in COMPONENTS if c.name != "exporter" or self.with_exporter]
@@ -165,10 +168,10 @@ class Stack:
     def prometheus_config(self) -> dict[str, Any]:
         interval = f"{self.scrape_interval_seconds}s"
 
-        def job(name: str, offset: int, **extra: Any) -> dict[str, Any]:
+        def job(name: str, offset: int, port: int | None = None, **extra: Any) -> dict[str, Any]:
             return {
                 "job_name": name,
-                "static_configs": [{"targets": [f"127.0.0.1:{self.port(offset)}"]}],
+                "static_configs": [{"targets": [f"127.0.0.1:{port or self.port(offset)}"]}],
                 **extra,
             }
 
@@ -176,7 +179,7 @@ class Stack:
             job("prometheus", PROMETHEUS_OFFSET),
             job("alertmanager", ALERTMANAGER_OFFSET),
             job(NODE_JOB, NODE_EXPORTER_OFFSET),
-            job(RUNNER_JOB, RUNNER_OFFSET),
+            job(RUNNER_JOB, RUNNER_OFFSET, port=self.runner_port),
         ]
         if self.with_exporter:
             jobs.insert(2, job(EXPORTER_JOB, EXPORTER_OFFSET))

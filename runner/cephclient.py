@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cephscope.monclient import MonCommandError, connect, decode_json, mon_command
 from cephscope.runner.benchmarks.base import ClusterAccess
 from cephscope.runner.hostexec import HostExec, LocalHost, host_exec
+from cephscope.runner.mon_relay import RelayedRados
 
 if TYPE_CHECKING:
     from cephscope.runner.restart import RestartMethod
@@ -30,25 +31,34 @@ class CephError(RuntimeError):
 class CephCli:
     """Talks to the mons through librados (`mon_command`, ~1 ms) with one connection for the
     sweep; the `ceph` CLI (0.5-1.5 s per call) only for what librados cannot do here
-    (`ceph tell`, argv templates). Errors carry Ceph's own message."""
+    (`ceph tell`, argv templates). Errors carry Ceph's own message.
+
+    `tool_prefix` (a cluster of another release, its client tools in a root filesystem): the
+    `ceph` CLI runs under it, and librados is the release's own, held by a relay under the
+    release's python3 (runner/mon_relay.py), since its binding cannot load into this Python."""
 
     def __init__(self, conf_path: Path | str, client_name: str = "client.admin",
                  keyring_path: Path | str | None = None, ceph_bin: str = "ceph",
-                 timeout_seconds: float = 60.0) -> None:
+                 timeout_seconds: float = 60.0, tool_prefix: Sequence[str] = ()) -> None:
         self.conf_path = Path(conf_path)
         self.client_name = client_name
         self.keyring_path = Path(keyring_path) if keyring_path else None
         self.ceph_bin = ceph_bin
         self.timeout_seconds = timeout_seconds
+        self.tool_prefix = tuple(tool_prefix)
         self._rados: Any = None
         self._lock = threading.Lock()
 
     def _cluster(self) -> Any:
         with self._lock:
             if self._rados is None:
+                keyring = str(self.keyring_path) if self.keyring_path else None
                 try:
-                    self._rados = connect(str(self.conf_path), self.client_name,
-                                          str(self.keyring_path) if self.keyring_path else None)
+                    if self.tool_prefix:
+                        self._rados = RelayedRados(self.tool_prefix, str(self.conf_path),
+                                                   self.client_name, keyring)
+                    else:
+                        self._rados = connect(str(self.conf_path), self.client_name, keyring)
                 except MonCommandError as exc:
                     raise CephError(str(exc)) from exc
             return self._rados
@@ -60,6 +70,30 @@ class CephCli:
         except MonCommandError as exc:
             raise CephError(str(exc)) from exc
 
+    def client_info(self) -> dict[str, Any]:
+        """Which client this runner talks to the cluster with: the `ceph` CLI's version and,
+        through a relay, where its librados binding was loaded from."""
+        info: dict[str, Any] = {"tool_prefix": list(self.tool_prefix)}
+        try:
+            info["ceph_version"] = subprocess.run(
+                [*self.tool_prefix, self.ceph_bin, "--version"], capture_output=True, text=True,
+                check=False, timeout=30).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            info["ceph_version"] = {"error": str(exc)}
+        if self.tool_prefix:
+            try:
+                info["librados"] = self._cluster().client_info
+            except CephError as exc:
+                info["librados"] = {"error": str(exc)}
+        else:
+            try:
+                import rados  # this machine's binding, the one `connect` loads
+            except ImportError as exc:
+                info["librados"] = {"error": str(exc)}
+            else:
+                info["librados"] = {"rados_module": rados.__file__}
+        return info
+
     def close(self) -> None:
         with self._lock:
             if self._rados is not None:
@@ -69,11 +103,13 @@ class CephCli:
     # ---- the ceph CLI --------------------------------------------------------------------------
 
     def argv(self, *args: str) -> list[str]:
-        return [self.ceph_bin, *self.access().common_args(), "--connect-timeout", "15", *args]
+        return [*self.tool_prefix, self.ceph_bin, *self.access().common_args(),
+                "--connect-timeout", "15", *args]
 
     def access(self) -> ClusterAccess:
         """The same identity, as benchmarks take it."""
-        return ClusterAccess(self.conf_path, self.client_name, self.keyring_path)
+        return ClusterAccess(self.conf_path, self.client_name, self.keyring_path,
+                             self.tool_prefix)
 
     def run(self, *args: str, timeout: float | None = None) -> str:
         argv = self.argv(*args)
@@ -97,6 +133,33 @@ class CephCli:
             raise CephError(str(exc)) from exc
 
 
+class ReleaseSwitch(Protocol):
+    """How a sweep across Ceph releases gets a cluster of each (the dev cluster, rebuilt with
+    the same shape); given by the caller that owns the cluster."""
+
+    def problems(self, releases: Sequence[str], prepare: bool) -> list[str]:
+        """One line per release that cannot be run (unknown; its client and daemon root
+        filesystem cannot be built). `prepare`: build what is missing now. Changes nothing
+        on the cluster."""
+        ...
+
+    def switch(self, release: str) -> tuple[CephTarget, bool]:
+        """The cluster now runs `release`: how to reach it, and whether it was rebuilt (False:
+        it already ran that release and was left as it was)."""
+        ...
+
+
+def cluster_version(cli: CephCli) -> str:
+    """The version the cluster's daemons report (`ceph versions`): "18.2.7"; several (a mixed
+    cluster) joined by "+"."""
+    overall = (cli.command("versions") or {}).get("overall") or {}
+    numbers = []
+    for text in overall:  # "ceph version 18.2.7 (6b0e98…) reef (stable)"
+        words = str(text).split()
+        numbers.append(words[2] if len(words) > 2 and words[:2] == ["ceph", "version"] else text)
+    return "+".join(sorted(numbers))
+
+
 @dataclass
 class CephTarget:
     """Everything the sweep needs to know about reaching one cluster, decided by the caller."""
@@ -113,8 +176,11 @@ class CephTarget:
     # an ssh_config naming the cluster's hosts (a multi-host dev cluster writes one): the
     # default for reaching clients when neither the spec nor a flag names one
     ssh_config: Path | None = None
-    # argv prefix that runs the cluster's own client tools (rados bench, fio) on this machine
+    # argv prefix that runs the cluster's own client tools (ceph, rados bench, fio, the mon
+    # relay) on this machine
     tool_prefix: tuple[str, ...] = ()
+    # a dev cluster that can be rebuilt on another release (`devcluster: {release: [...]}`)
+    releases: ReleaseSwitch | None = None
 
     @classmethod
     def plain(cls, conf_path: Path, client_name: str, keyring_path: Path | None,

@@ -10,6 +10,10 @@ side there is no test: a change beyond the threshold is reported as "cannot tell
 per side cannot tell noise from change; run the spec with `iterations: 3` or more): the
 verdict is then "cannot tell (worse)" or "cannot tell (better)".
 
+`cephscope compare RUN --across-releases`: one run of a sweep across Ceph releases
+(`devcluster: {release: [...]}`), each release against the first named, step by step (a step
+matches itself on another release), with the same figures, test and verdicts.
+
 Exit codes:
   0  no regression (or no --fail-on-regression given)
   1  with --fail-on-regression: at least one significant regression beyond the threshold
@@ -149,6 +153,15 @@ def compare_runs(run_a: Path, run_b: Path, threshold_percent: float = DEFAULT_TH
     in A / only in B."""
     samples_a, labels_a = load_samples(run_a)
     samples_b, labels_b = load_samples(run_b)
+    return compare_samples(samples_a, labels_a, samples_b, labels_b, threshold_percent, alpha)
+
+
+Samples = dict[tuple[str, str], dict[str, list[float]]]
+
+
+def compare_samples(samples_a: Samples, labels_a: Mapping[str, str], samples_b: Samples,
+                    labels_b: Mapping[str, str], threshold_percent: float, alpha: float,
+                    ) -> tuple[list[Comparison], list[str], list[str]]:
     comparisons = []
     for (key, mode), figures_b in samples_b.items():
         figures_a = samples_a.get((key, mode))
@@ -175,7 +188,11 @@ def environment_changes(run_a: Path, run_b: Path) -> list[dict[str, Any]] | None
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_a", type=Path, metavar="RUN_A", help="baseline run dir")
-    parser.add_argument("run_b", type=Path, metavar="RUN_B", help="run dir compared to it")
+    parser.add_argument("run_b", type=Path, metavar="RUN_B", nargs="?",
+                        help="run dir compared to it (not with --across-releases)")
+    parser.add_argument("--across-releases", action="store_true",
+                        help="RUN_A is a sweep across Ceph releases: compare each release's "
+                             "steps against the first release's")
     parser.add_argument("--threshold", type=float, metavar="PCT", default=None,
                         help="a change smaller than PCT %% is never a regression (default "
                              f"{DEFAULT_THRESHOLD_PERCENT:g}, or the --fail-on-regression value)")
@@ -256,6 +273,16 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.alpha < 1:
         print("cephscope compare: --alpha must be between 0 and 1", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.across_releases:
+        if args.run_b is not None:
+            print("cephscope compare: --across-releases compares the releases of one run; "
+                  "give RUN_A only", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        return run_across_releases(args, threshold)
+    if args.run_b is None:
+        print("cephscope compare: give RUN_A and RUN_B (or one run with --across-releases)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
     try:
         comparisons, only_a, only_b = compare_runs(args.run_a, args.run_b, threshold, args.alpha)
     except ResultsError as exc:
@@ -275,6 +302,10 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json" and env_changes is not None:
         out = json.dumps({"environment": env_changes, **json.loads(out)}, indent=2) + "\n"
     sys.stdout.write(out)
+    return _exit_code(args, comparisons)
+
+
+def _exit_code(args: argparse.Namespace, comparisons: Sequence[Comparison]) -> int:
     if args.fail_on_regression is None:
         return EXIT_OK
     if any(c.regressions for c in comparisons):
@@ -282,3 +313,44 @@ def run(args: argparse.Namespace) -> int:
     if any(c.untestable for c in comparisons):
         return EXIT_CANNOT_TELL
     return EXIT_OK
+
+
+def run_across_releases(args: argparse.Namespace, threshold: float) -> int:
+    """Each release of one run against its first release: one table per release (md/csv), or
+    one JSON document keyed by release."""
+    from cephscope.runner.report_releases import release_samples, release_versions
+
+    try:
+        releases, per_release = release_samples(args.run_a)
+        versions = release_versions(args.run_a)
+    except ResultsError as exc:
+        print(f"cephscope compare: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if len(releases) < 2:
+        print(f"cephscope compare: {args.run_a} has finished steps on "
+              f"{len(releases)} release(s); --across-releases needs a run of a sweep across "
+              f"two or more (`devcluster: {{release: [...]}}`)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    first = releases[0]
+    everything: list[Comparison] = []
+    parts: dict[str, Any] = {}
+    out = []
+    for release in releases[1:]:
+        comparisons, only_a, only_b = compare_samples(*per_release[first], *per_release[release],
+                                                      threshold, args.alpha)
+        everything += comparisons
+        heading = (f"{release} ({versions.get(release) or '?'}) against {first} "
+                   f"({versions.get(first) or '?'})")
+        rendered = _render(comparisons, only_a, only_b, args.format, threshold, args.alpha)
+        if args.format == "json":
+            parts[release] = {"against": first, "versions": {first: versions.get(first),
+                                                              release: versions.get(release)},
+                              **json.loads(rendered)}
+        elif args.format == "csv":
+            out.append(f"# {heading}\n{rendered}")
+        else:
+            out.append(f"## {heading}\n\n{rendered}")
+    sys.stdout.write(json.dumps({"releases": parts}, indent=2) + "\n" if args.format == "json"
+                     else "\n".join(out))
+    return _exit_code(args, everything)
+

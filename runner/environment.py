@@ -113,7 +113,8 @@ def capture(cli: CephCli, host_for: Callable[[str], HostExec],
             continue
         seen.add(identity)
         hosts[name] = capture_host(host_for(name), by_host.get(name, []))
-    return {"cluster": cluster, "hosts": hosts}
+    # the client the runner drives the cluster with (a release's own, from its root filesystem)
+    return {"cluster": cluster, "hosts": hosts, "client": _tryit(cli.client_info)}
 
 
 # --------------------------------------------------------------------------- diff

@@ -4,12 +4,14 @@ Series (see docs/metrics.md, section "Runner"):
 
     cephscope_run_info{run, spec, benchmarks, steps} 1
     cephscope_run_steps{run, state="total|done|failed"}
-    cephscope_step_info{run, step, iteration, benchmark, mode, <axis labels>} 1   while running
+    cephscope_step_info{run, step, iteration, benchmark, mode, <axis labels>, ceph_version} 1
+                                                         while running
     cephscope_step_start_timestamp_seconds{run, step}
     cephscope_step_end_timestamp_seconds{run, step}
     cephscope_step_dead_time_seconds{run, step}        config applied -> benchmark started
     cephscope_run_phase{run, phase, step} 1        while a run phase lasts (idle_baseline,
-                                                   scrub_wait, health_gate, drop_caches, prepare)
+                                                   scrub_wait, health_gate, drop_caches, prepare,
+                                                   rebuild)
     cephscope_client_ops_per_second{run, step, mode}    while running (last per-second sample)
     cephscope_client_bytes_per_second{run, step, mode}
     cephscope_client_latency_seconds{run, step, mode}
@@ -63,8 +65,13 @@ class PhaseMetrics(Collector):
         self._done = 0
         self._failed = 0
         self._phase: tuple[str, str] | None = None  # (phase, step id or "")
+        self._ceph_version = ""  # what the cluster reports; a label of step_info when known
 
     # ---- updates from the sweep ----------------------------------------------------------------
+
+    def set_ceph_version(self, version: str) -> None:
+        with self._lock:
+            self._ceph_version = version
 
     def set_progress(self, done: int, failed: int) -> None:
         with self._lock:
@@ -109,6 +116,8 @@ class PhaseMetrics(Collector):
         for axis, label in self.axis_labels.items():
             # Every axis of the sweep appears; "" (= absent to PromQL) where it does not apply.
             labels[label] = format_value(step.axes[axis]) if axis in step.axes else ""
+        if self._ceph_version:
+            labels["ceph_version"] = self._ceph_version
         return labels
 
     def collect(self) -> Iterator[Metric]:

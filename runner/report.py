@@ -19,6 +19,7 @@ from cephscope.runner.benchmarks import BENCHMARKS
 from cephscope.runner.clients import per_client_rows
 from cephscope.runner.recovery import phase_key
 from cephscope.runner.report_plots import plot_axes, plot_cores, plot_heatmaps, plot_thread_groups
+from cephscope.runner.report_releases import report_sections as release_sections
 from cephscope.runner.results import (
     IDLE_BASELINE_FILE,
     RunDir,
@@ -419,6 +420,11 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
                  "mode's window), client p50/p99/p99.9 are the benchmark's own")
 
     md = [f"# cephscope report: run {run.get('run_id')}", "", *(f"- {i}" for i in intro), ""]
+    # a sweep across releases opens with them side by side
+    releases, release_plots = release_sections(run_dir, rows, run_dir / PLOT_DIR if plots else None)
+    if releases is not None:
+        md += ["## Releases", "", markdown_table(*releases), ""]
+        md += [*(f"![{p.stem}]({PLOT_DIR}/{p.name})" for p in release_plots), ""]
     md += ["## Steps", "", markdown_table(content.header, content.body), ""]
     clients = client_table(run_dir)
     if clients is not None:
@@ -459,8 +465,12 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
          "margin-bottom:8px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
          "td:last-child{text-align:left}img{max-width:100%}</style></head><body>",
          f"<h1>cephscope report: run {title}</h1>",
-         "<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in intro) + "</ul>",
-         "<h2>Steps</h2>", _html_table(content.header, content.body)]
+         "<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in intro) + "</ul>"]
+    if releases is not None:
+        h += ["<h2>Releases</h2>", _html_table(*releases)]
+        h += [f"<p><img alt='{html.escape(p.stem)}' src='{_png_data_uri(p)}'></p>"
+              for p in release_plots]
+    h += ["<h2>Steps</h2>", _html_table(content.header, content.body)]
     if clients is not None:
         h += ["<h2>Per client</h2>", _html_table(*clients)]
     if content.stats:

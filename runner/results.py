@@ -260,7 +260,7 @@ class RunDir:
                 rows.append({
                     "step": step.id, "benchmark": step.benchmark, "iteration": step.iteration,
                     "axes": dict(step.axes), "status": "done", "mode": r.get("mode"),
-                    "iops": r.get("iops"),
+                    "ceph_version": ts.get("ceph_version"), "iops": r.get("iops"),
                     "bandwidth_bytes_per_second": r.get("bandwidth_bytes_per_second"),
                     "latency_avg_seconds": r.get("latency_avg_seconds"),
                     "latency_max_seconds": r.get("latency_max_seconds"),
@@ -283,7 +283,9 @@ class RunDir:
         axes: list[str] = []
         for s in steps:
             axes += [a for a in s.axes if a not in axes]
-        columns = ["step", "benchmark", "iteration", *axes, "status", "mode", "iops",
+        # the version the cluster reported for the step (a sweep across releases differs)
+        version = ["ceph_version"] if any(r.get("ceph_version") for r in rows) else []
+        columns = ["step", "benchmark", "iteration", *axes, *version, "status", "mode", "iops",
                    "bandwidth_bytes_per_second", "bandwidth_mib_per_second",
                    "latency_avg_seconds", "latency_p99_seconds", "latency_max_seconds",
                    *SYSTEM_COLUMNS, "dead_time_seconds", "start", "end", "error"]

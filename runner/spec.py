@@ -68,7 +68,7 @@ OSD_ID_PLACEHOLDER = "{id}"
 TOP_KEYS = frozenset(
     {"cluster", "benchmarks", "pool_profiles", "erasure_profiles", "iterations", "ceph_config",
      "restart", "name", "description", "search", "osd_ra", "block_queue", "sysctl",
-     "recovery_test"}
+     "recovery_test", "devcluster"}
 )
 TOP_KEYS_CBT_IGNORED = frozenset({"monitoring_profiles", "client_endpoints"})
 
@@ -118,6 +118,9 @@ SHELL_METACHARACTERS = frozenset(";&|$`<>(){}\\\n\r'\"*?!")
 SCALAR_TYPES = (bool, int, float, str)
 QUEUE_ATTRIBUTE = re.compile(r"^(iosched/)?[a-z0-9_]+$")
 SYSCTL_NAME = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_-]+)+$")
+# A Ceph release as `devcluster.release` names it (which ones exist is the dev cluster's say).
+RELEASE_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+DEVCLUSTER_KEYS = frozenset({"release"})
 
 
 class SpecError(ValueError):
@@ -200,6 +203,8 @@ class Spec:
     sysctl_on: dict[str, str] = field(default_factory=dict)  # `sysctl.<key>` -> osds|clients|all
     hosts: HostsSpec = field(default_factory=lambda: HostsSpec())
     recovery: RecoverySpec | None = None  # CBT's recovery_test, run during every step
+    # `devcluster: {release: [...]}`: the dev cluster is rebuilt per release (slowest axis)
+    releases: tuple[str, ...] = ()
 
     def line_of(self, path: tuple[Any, ...]) -> int | None:
         # Fall back to the closest enclosing key that has a line.
@@ -222,6 +227,7 @@ class Spec:
             **({"benchmark_knobs": self.benchmark_knobs} if self.benchmark_knobs else {}),
             **({"sysctl_on": self.sysctl_on} if self.sysctl_on else {}),
             **({"recovery_test": self.recovery.to_dict()} if self.recovery else {}),
+            **({"devcluster": {"release": list(self.releases)}} if self.releases else {}),
             "benchmarks": self.benchmarks,
             "pool_profiles": {n: p.to_dict() for n, p in self.pool_profiles.items()},
             "restart": {
@@ -571,6 +577,11 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
     if "search" in data:
         spec.search, problems = parse_search(data["search"], c._where, spec.benchmarks)
         c.problems += problems
+    spec.releases = _parse_devcluster(c, data.get("devcluster"))
+    if spec.releases and (spec.search is not None or spec.adaptive is not None):
+        c.error(("devcluster", "release"), list(spec.releases),
+                "a sweep across releases runs a fixed list of steps; not with search or "
+                "adaptive iterations")
 
     spec.warnings = c.warnings
     if c.problems:
@@ -591,6 +602,26 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
     if c.problems:
         raise SpecError(c.problems)
     return spec
+
+
+def _parse_devcluster(c: _Checker, section: Any) -> tuple[str, ...]:
+    """`devcluster: {release: NAME | [NAME, ...]}`: the releases, in the order given."""
+    kp: tuple[Any, ...] = ("devcluster",)
+    data = c.mapping(kp, section)
+    for key in data:
+        if key not in DEVCLUSTER_KEYS:
+            c.error((*kp, key), data[key], f"unknown key (known: {', '.join(sorted(DEVCLUSTER_KEYS))})")
+    if "release" not in data:
+        if section is not None and data:
+            c.error(kp, section, "names no release")
+        return ()
+    values = c.axis_values((*kp, "release"), data["release"], (str,))
+    if values is None:
+        return ()
+    bad = [v for v in values if not RELEASE_NAME.match(v)]
+    for v in bad:
+        c.error((*kp, "release"), v, "not a release name (e.g. pacific, reef, tentacle)")
+    return () if bad else tuple(values)
 
 
 def _acted_on(data: dict[str, Any], benchmark_classes: Mapping[str, Any]) -> dict[str, Any]:

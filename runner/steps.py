@@ -16,8 +16,10 @@ from cephscope.runner.spec import Spec
 # Labels the runner sets itself on cephscope_step_info; an axis may not shadow them.
 RESERVED_LABELS = frozenset(
     {"run", "step", "iteration", "benchmark", "mode", "job", "instance", "le", "quantile",
-     "spec", "__name__"}
+     "spec", "ceph_version", "__name__"}
 )
+# The axis of a sweep across Ceph releases (label `release`).
+RELEASE_AXIS = "devcluster.release"
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,8 @@ class Step:
     axes: Mapping[str, Any] = field(default_factory=dict)
     # host knobs of this step: "osd_ra", "block_queue.<attr>", "sysctl.<key>" -> value
     knobs: Mapping[str, Any] = field(default_factory=dict)
+    # the Ceph release the dev cluster runs for this step (`devcluster.release`); None: as is
+    release: str | None = None
 
     @property
     def dir_name(self) -> str:
@@ -48,6 +52,7 @@ class Step:
             "ceph_config": dict(self.ceph_config),
             "axes": dict(self.axes),
             **({"knobs": dict(self.knobs)} if self.knobs else {}),
+            **({"release": self.release} if self.release else {}),
         }
 
     @classmethod
@@ -55,7 +60,7 @@ class Step:
         return cls(id=d["id"], benchmark=d["benchmark"], iteration=int(d["iteration"]),
                    params=dict(d["params"]), pool_profile=d.get("pool_profile"),
                    ceph_config=dict(d["ceph_config"]), axes=dict(d.get("axes", {})),
-                   knobs=dict(d.get("knobs", {})))
+                   knobs=dict(d.get("knobs", {})), release=d.get("release"))
 
     def short_params(self) -> str:
         """Human-readable list of this step's axis values."""
@@ -71,10 +76,10 @@ def format_value(value: Any) -> str:
 
 def step_id(benchmark: str, params: Mapping[str, Any], pool_profile: Mapping[str, Any] | None,
             ceph_config: Mapping[str, Any], iteration: int,
-            knobs: Mapping[str, Any] | None = None) -> str:
+            knobs: Mapping[str, Any] | None = None, release: str | None = None) -> str:
     """Short hash of the canonical step parameters; the same params give the same id in any run
-    (the baseline comparison and the regression alert rely on that). Host knobs count only
-    when a step has some, so steps without them keep the ids they always had."""
+    (the baseline comparison and the regression alert rely on that). Host knobs and the
+    release count only when a step has them, so other steps keep the ids they always had."""
     canonical = json.dumps(
         {
             "benchmark": benchmark,
@@ -83,6 +88,7 @@ def step_id(benchmark: str, params: Mapping[str, Any], pool_profile: Mapping[str
             "ceph_config": dict(ceph_config),
             "iteration": iteration,
             **({"knobs": dict(knobs)} if knobs else {}),
+            **({"release": release} if release else {}),
         },
         sort_keys=True,
         separators=(",", ":"),
@@ -91,11 +97,26 @@ def step_id(benchmark: str, params: Mapping[str, Any], pool_profile: Mapping[str
 
 
 def generate_steps(spec: Spec) -> list[Step]:
-    """Cartesian product of ceph_config axes x benchmark axes x pool profiles, x iterations.
+    """Cartesian product of releases x ceph_config axes x benchmark axes x pool profiles, x
+    iterations.
 
-    Order before restart-aware reordering: iteration, benchmark (spec order), ceph_config axes,
-    benchmark axes (CBT's order: the first key varies slowest).
+    Order before restart-aware reordering: release (each one is a dev cluster rebuild, so it
+    varies slowest), iteration, benchmark (spec order), ceph_config axes, benchmark axes (CBT's
+    order: the first key varies slowest).
     """
+    steps: list[Step] = []
+    for release in spec.releases or (None,):
+        steps += _release_steps(spec, release)
+    seen: set[str] = set()
+    unique = []
+    for s in steps:  # identical steps (e.g. a value repeated across benchmarks) run once
+        if s.id not in seen:
+            seen.add(s.id)
+            unique.append(s)
+    return unique
+
+
+def _release_steps(spec: Spec, release: str | None) -> list[Step]:
     steps: list[Step] = []
     config_combos = axes_product(spec.ceph_config)
     config_axes = [k for k, v in spec.ceph_config.items() if isinstance(v, list)]
@@ -108,24 +129,19 @@ def generate_steps(spec: Spec) -> list[Step]:
                 for combo in axes_product(bparams):
                     pool = combo.pop("pool_profile", None)
                     profile = spec.pool_profiles[pool].to_dict() if pool else None
-                    axes: dict[str, Any] = {f"ceph_config.{k}": cfg[k] for k in config_axes}
+                    axes: dict[str, Any] = {RELEASE_AXIS: release} if release else {}
+                    axes.update({f"ceph_config.{k}": cfg[k] for k in config_axes})
                     axes.update({k: knobs[k] for k in knob_axes})
                     for k in param_axes:
                         if k == "pool_profile":
                             axes["pool_profile"] = pool
                         else:
                             axes[f"{bname}.{k}"] = combo[k]
-                    sid = step_id(bname, combo, profile, cfg, iteration, knobs)
+                    sid = step_id(bname, combo, profile, cfg, iteration, knobs, release)
                     steps.append(Step(id=sid, benchmark=bname, iteration=iteration,
                                       params=combo, pool_profile=pool, ceph_config=cfg,
-                                      axes=axes, knobs=knobs))
-    seen: set[str] = set()
-    unique = []
-    for s in steps:  # identical steps (e.g. a value repeated across benchmarks) run once
-        if s.id not in seen:
-            seen.add(s.id)
-            unique.append(s)
-    return unique
+                                      axes=axes, knobs=knobs, release=release))
+    return steps
 
 
 def _restart_key(step: Step, restart_options: Iterable[str]) -> tuple[str, ...]:
@@ -136,7 +152,14 @@ def order_steps(steps: list[Step], restart_options: Iterable[str],
                 current: Mapping[str, Any] | None = None) -> list[Step]:
     """Group steps by the values of options that need an OSD restart, so each distinct
     combination costs one restart. The group matching the cluster's current values (if known)
-    goes first: it needs no restart at all. Order inside a group is kept."""
+    goes first: it needs no restart at all. Order inside a group is kept.
+
+    Steps of several releases stay grouped by release, in the spec's order (each release is
+    one cluster rebuild); the restart grouping applies inside each, on a fresh cluster."""
+    releases = list(dict.fromkeys(s.release for s in steps))
+    if len(releases) > 1:
+        return [s for r in releases
+                for s in order_steps([s for s in steps if s.release == r], restart_options)]
     restart_options = sorted(restart_options)
     if not restart_options:
         return list(steps)
@@ -170,7 +193,7 @@ def count_restarts(steps: list[Step], restart_options: Iterable[str],
 
 
 # axis prefixes that are settings, not benchmark parameters
-KNOB_SECTIONS = frozenset({"ceph_config", "osd_ra", "block_queue", "sysctl"})
+KNOB_SECTIONS = frozenset({"ceph_config", "osd_ra", "block_queue", "sysctl", "devcluster"})
 _LABEL_BAD = re.compile(r"[^a-zA-Z0-9_]")
 
 

@@ -34,7 +34,7 @@ from cephscope.runner.benchmarks.base import (
     LiveSample,
 )
 from cephscope.runner.benchmarks.toolproc import run_quick
-from cephscope.runner.cephclient import CephCli, CephError, CephTarget
+from cephscope.runner.cephclient import CephCli, CephError, CephTarget, cluster_version
 from cephscope.runner.clients import (
     ClientsError,
     SshSettings,
@@ -77,6 +77,8 @@ DEFAULT_POOL = "cephscope-bench"
 DEFAULT_RBD_POOL = "rbd"
 # One parallel OSD restart plus active+clean, measured on the dev cluster (~9 s + a few s).
 RESTART_ESTIMATE_SECONDS = 15.0
+# One dev cluster rebuilt on another release (down, up, HEALTH_OK, pools), measured here.
+REBUILD_ESTIMATE_SECONDS = 60.0
 # Options Ceph flags `startup` that sweeps commonly touch; used by --dry-run when the cluster
 # cannot be asked (the real run always asks `ceph config help`).
 KNOWN_STARTUP_OPTIONS = frozenset({
@@ -176,6 +178,8 @@ class Sweep:
         self.clients: list[HostExec] = []  # empty: benchmarks run on this machine
         self.client_hosts: list[str] = [CLIENT_HOST]
         self.host_for: Callable[[str], HostExec] = lambda name: LocalHost()
+        self.release: str | None = None  # the release the cluster was rebuilt on by this run
+        self.ceph_version = ""  # what the cluster's daemons report (`ceph versions`)
 
     # ---- spec + cluster ------------------------------------------------------------------------
 
@@ -216,7 +220,7 @@ class Sweep:
             raise SweepError(f"ceph conf {target.conf_path} does not exist (use --conf or "
                              f"--devcluster)")
         self.cli = CephCli(target.conf_path, client_name=target.client_name,
-                           keyring_path=target.keyring_path)
+                           keyring_path=target.keyring_path, tool_prefix=target.tool_prefix)
         method = o.restart_method or spec.restart.method
         if method is None and target.default_restart is not None:
             method = "devcluster"
@@ -273,7 +277,8 @@ class Sweep:
         bench_seconds = sum(self.benchmarks[s.benchmark].estimated_seconds(
             {**s.params, **({"pool_profile": s.pool_profile} if s.pool_profile else {})})
             for s in steps)
-        estimated = bench_seconds + restarts * RESTART_ESTIMATE_SECONDS
+        estimated = (bench_seconds + restarts * RESTART_ESTIMATE_SECONDS
+                     + len(spec.releases) * REBUILD_ESTIMATE_SECONDS)
         return Plan(spec, steps, restart_options, current, estimated, restarts, notes)
 
     def _validate_host_knobs(self, spec: Spec) -> None:
@@ -308,6 +313,7 @@ class Sweep:
         for w in spec.warnings:
             print(f"warning: {w}", file=sys.stderr, flush=True)
         self.connect(spec)
+        self._check_releases(spec)
         if self.opts.dry_run:
             plan = self.plan(spec, cluster_optional=True)
             self.print_plan(plan)
@@ -391,6 +397,7 @@ class Sweep:
                     rd.write_environment(capture_environment(
                         self.cli, self.host_for, self.target.osd_asok,
                         self.host_knobs.devices, self.client_hosts))
+                self._read_ceph_version()
                 if self.hygiene is not None:
                     self.hygiene.metrics = self.metrics
                     flags = self.hygiene.start_run(list(rd.read_state().get("scrub_flags_set", [])))
@@ -477,6 +484,74 @@ class Sweep:
         if self.cli is not None:
             self.cli.close()
 
+    # ---- a sweep across releases -----------------------------------------------------------------
+
+    def _check_releases(self, spec: Spec) -> None:
+        """Before anything changes: the release axis needs a dev cluster to rebuild, and every
+        release named must be one it can run (its root filesystem built now if missing)."""
+        if not spec.releases:
+            return
+        where = spec.where(("devcluster", "release"))
+        switch = self.target.releases if self.target is not None else None
+        if switch is None:
+            raise SpecError([f"{where}: devcluster.release: {list(spec.releases)!r}: a sweep "
+                             f"across releases rebuilds the dev cluster per release; run it "
+                             f"with --devcluster STATE_DIR"])
+        problems = switch.problems(spec.releases, prepare=not self.opts.dry_run)
+        if problems:
+            raise SpecError([f"{where}: devcluster.release: {p}" for p in problems])
+
+    def _read_ceph_version(self) -> None:
+        try:
+            assert self.cli is not None
+            self.ceph_version = cluster_version(self.cli)
+        except CephError as exc:
+            self.log(f"cannot read the cluster's version (`ceph versions`): {exc}")
+            self.ceph_version = ""
+        if self.metrics is not None:
+            self.metrics.set_ceph_version(self.ceph_version)
+
+    def _switch_release(self, spec: Spec, release: str) -> None:
+        """Rebuild the dev cluster on `release` (same shape) and reach it afresh. What the run
+        changed on the cluster it replaces (config, pools, flags) went with that cluster; the
+        new one gets its own pre-sweep record and scrub flags. The last cluster is restored at
+        the end as any other."""
+        assert self.target is not None and self.target.releases is not None
+        assert self.run_dir is not None and self.metrics is not None
+        rd = self.run_dir
+        self.log(f"release {release}: bringing the dev cluster to it (same shape)")
+        started = time.monotonic()
+        if self.cli is not None:
+            self.cli.close()  # reconnected below (a lazily reopened connection if not rebuilt)
+        self.metrics.set_phase("rebuild")
+        try:
+            target, rebuilt = self.target.releases.switch(release)
+        except Exception as exc:  # the dev cluster's own error, named with the release
+            raise SweepError(f"release {release}: the dev cluster could not be brought to "
+                             f"it: {exc}") from exc
+        finally:
+            self.metrics.set_phase(None)
+        self.release = release
+        if not rebuilt:  # it ran that release already: the run's setup on it stands
+            self.log(f"release {release}: the dev cluster runs it already")
+            return
+        self.opts.target = target
+        self.connect(spec)
+        assert self.config is not None and self.cli is not None
+        self.snapshot = self.config.snapshot(spec.ceph_config) if spec.ceph_config else None
+        if self.snapshot is not None:
+            rd.write_pre_sweep_config(self.snapshot.to_dict())
+        if self.hygiene is not None:
+            self.hygiene.metrics = self.metrics
+            rd.update_state(scrub_flags_set=self.hygiene.start_run([]))
+        self.pools = PoolManager(
+            self.cli, log=self.log, created=[], erasure_profiles_created=[],
+            record=lambda p, e: rd.update_state(created_pools=p, created_erasure_profiles=e))
+        rd.update_state(created_pools=[], created_erasure_profiles=[], release=release)
+        self._read_ceph_version()
+        self.log(f"release {release}: ceph {self.ceph_version or '(version unknown)'}, ready in "
+                 f"{time.monotonic() - started:.0f}s")
+
     def _search_plan(self, spec: Spec, plan: Plan) -> live_search.LivePlan:
         try:
             return live_search.make_plan(
@@ -528,6 +603,8 @@ class Sweep:
             for step in plan.steps:
                 if rd.is_done(step):
                     continue
+                if step.release is not None and step.release != self.release:
+                    self._switch_release(spec, step.release)
                 progress.start(step)
                 error = self._run_one(spec, step, baseline.get(step.id), progress)
                 done = sum(1 for s in plan.steps if rd.is_done(s))
@@ -572,6 +649,7 @@ class Sweep:
         samples: list[LiveSample] = []
         try:
             step_dir = rd.begin_step(step)
+            ts["ceph_version"] = self.ceph_version
             pool, data_pool = self._pool_for(spec, step)
             assert self.pools is not None
             ts["pools"] = self.pools.describe_pools([p for p in (pool, data_pool) if p])

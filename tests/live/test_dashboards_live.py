@@ -2,6 +2,11 @@
 Prometheus after a real sweep on the dev cluster (template variables substituted as Grafana
 would). Two short sweeps run: a baseline, then the same spec with `--baseline`, so the
 baseline panels have data too.
+
+Both Prometheus majors answer every query: the session stack's Prometheus 2.42 (Debian
+bookworm) and a second stack on Prometheus 3.5 (`--prometheus-release 3`, from the Tentacle
+root filesystem) scraping the same cluster and the same sweeps (3.x has left-open range
+selectors and normalises classic histograms' `le` labels).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +33,10 @@ from cephscope.dashboards.queries import (
     substitute,
     variable_queries,
 )
+from cephscope.deploy import rootfs
 from cephscope.deploy.devcluster import DevCluster
 from cephscope.deploy.stack import Stack
+from tests.live.conftest import free_port_base
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = """\
@@ -137,7 +145,35 @@ def resolve_variables(stack: Stack, dashboard: dict[str, Any], run_id: str, star
 
 
 @pytest.fixture(scope="module")
-def swept(devcluster: DevCluster, stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> SweepRun:
+def stack3(devcluster: DevCluster, stack: Stack,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """Prometheus 3.5 over the same cluster, scraping the session stack's runner port: it sees
+    the same sweeps."""
+    rootfs.build("tentacle")  # Prometheus 3.5 comes from sid, as Tentacle does (cached)
+    second = Stack(tmp_path_factory.mktemp("stack-prometheus3"),
+                   port_base=free_port_base(8, avoid={devcluster.port_base, stack.port_base}),
+                   asok_dir=devcluster.asok_dir, ceph_conf=devcluster.conf_path,
+                   prometheus_release="3", runner_port=stack.runner_port)
+    try:
+        second.up()
+        second.wait_for_series('up{job="node"} == 1', timeout=60)
+        yield second
+    finally:
+        second.purge()
+
+
+@pytest.fixture(params=["2", "3"], ids=["prometheus2", "prometheus3"])
+def prometheus(request: pytest.FixtureRequest, stack: Stack, stack3: Stack) -> Stack:
+    """The stack whose Prometheus answers the queries: 2.42 or 3.5."""
+    chosen = stack if request.param == "2" else stack3
+    version = prometheus_get(chosen, "/api/v1/status/buildinfo", {})["version"]
+    assert version.startswith(f"{request.param}."), version
+    return chosen
+
+
+@pytest.fixture(scope="module")
+def swept(devcluster: DevCluster, stack: Stack, stack3: Stack,
+          tmp_path_factory: pytest.TempPathFactory) -> SweepRun:
     runs = tmp_path_factory.mktemp("dashboards-runs")
     spec = SPEC.format(seconds=8)
     baseline = run_sweep(devcluster, stack, spec, runs / "baseline")
@@ -163,7 +199,8 @@ def grafana_builtins(run: SweepRun) -> dict[str, str]:
     return {"__rate_interval": "20s", "__interval": "5s", "__range": f"{range_seconds}s"}
 
 
-def test_every_dashboard_panel_query_returns_series(stack: Stack, swept: SweepRun) -> None:
+def test_every_dashboard_panel_query_returns_series(prometheus: Stack, swept: SweepRun) -> None:
+    stack = prometheus
     dashboards = load_dashboards(REPO / "dashboards" / "json")
     assert len(dashboards) == 4
     checked = 0
@@ -181,8 +218,9 @@ def test_every_dashboard_panel_query_returns_series(stack: Stack, swept: SweepRu
     assert not empty, f"{len(empty)} of {checked} queries returned no series:\n" + "\n".join(empty)
 
 
-def test_step_params_reach_the_comparison_table(stack: Stack, swept: SweepRun) -> None:
+def test_step_params_reach_the_comparison_table(prometheus: Stack, swept: SweepRun) -> None:
     """The comparison join yields one row per step, labelled with the sweep axis."""
+    stack = prometheus
     dashboard = load_dashboards(REPO / "dashboards" / "json")["cephscope-sweep-comparison"]
     values = resolve_variables(stack, dashboard, swept.run_id, swept.start - 10, swept.end + 5)
     values.update(grafana_builtins(swept))
@@ -196,7 +234,8 @@ def test_step_params_reach_the_comparison_table(stack: Stack, swept: SweepRun) -
     assert all(float(r["value"][1]) > 100 for r in rows["result"])  # IOPS of a real bench
 
 
-def test_every_cookbook_query_returns_series(stack: Stack, swept: SweepRun) -> None:
+def test_every_cookbook_query_returns_series(prometheus: Stack, swept: SweepRun) -> None:
+    stack = prometheus
     queries = cookbook_queries((REPO / "docs" / "promql-cookbook.md").read_text())
     assert len(queries) >= 6
     values = {"run": swept.run_id, "step": swept.steps[-1]["step"], **grafana_builtins(swept)}

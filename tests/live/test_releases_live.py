@@ -79,18 +79,23 @@ def rados_bench(cluster: DevCluster, seconds: int, threads: int) -> subprocess.P
     )
 
 
-def rados_bench_roots(conf: Path) -> set[str]:
-    """Root directories of the `rados … bench …` processes of the cluster of `conf` running now
-    (other clusters on this machine run their own benches)."""
-    roots = set()
+def client_roots(conf: Path) -> dict[str, set[str]]:
+    """Root directories of the runner's client processes for the cluster of `conf` running
+    now, by kind: `rados … bench …` and the mon relay (`python3 -c …relay_main…`); other
+    clusters on this machine run their own."""
+    roots: dict[str, set[str]] = {"bench": set(), "relay": set()}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
-            if (Path(argv[0].decode()).name == "rados" and b"bench" in argv
-                    and str(conf).encode() in argv):
-                roots.add(os.readlink(proc / "root"))
+            if str(conf).encode() not in argv:
+                continue
+            if Path(argv[0].decode()).name == "rados" and b"bench" in argv:
+                roots["bench"].add(os.readlink(proc / "root"))
+            elif Path(argv[0].decode()).name.startswith("python3") and argv[1] == b"-c" \
+                    and b"def relay_main" in argv[2]:
+                roots["relay"].add(os.readlink(proc / "root"))
         except (OSError, IndexError):
             continue
     return roots
@@ -227,17 +232,26 @@ def test_shard_thread_step_restarts_and_verifies(release_cluster: DevCluster, tm
              str(cluster.state_dir), "--results-dir", str(results)],
             stdout=out, stderr=subprocess.STDOUT,
         )
-        # The runner's rados bench runs from the release's root filesystem too.
-        bench_roots: set[str] = set()
+        # The runner's rados bench and its mon client (the relay holding the release's
+        # librados) run from the release's root filesystem too.
+        roots: dict[str, set[str]] = {"bench": set(), "relay": set()}
         deadline = time.monotonic() + 600
         while sweep.poll() is None and time.monotonic() < deadline:
-            bench_roots |= rados_bench_roots(cluster.conf_path)
+            for kind, found in client_roots(cluster.conf_path).items():
+                roots[kind] |= found
             time.sleep(0.2)
         if sweep.poll() is None:
             sweep.kill()
         sweep.wait(30)
     assert sweep.returncode == 0, log.read_text()[-3000:]
-    assert bench_roots == {str(cluster.release.root)}, bench_roots
+    assert roots == {"bench": {str(cluster.release.root)}, "relay": {str(cluster.release.root)}}
+    # The `ceph config set/get` of the step went through the release's own client: its ceph
+    # CLI and its librados, on its own Python (the host's is 3.11, Debian's Reef/Tentacle 3.13).
+    client = json.loads((results / "environment.json").read_text())["client"]
+    assert client["ceph_version"].startswith(f"ceph version {EXPECTED_MAJOR[cluster.release.name]}")
+    assert client["tool_prefix"][-1] == "--" and str(cluster.release.root) in client["tool_prefix"]
+    assert client["librados"]["rados_module"].startswith("/usr/lib/python3/dist-packages/rados.")
+    assert client["librados"]["python"].split(".")[:2] != list(map(str, sys.version_info[:2]))
     (step,) = json.loads((results / "run.json").read_text())["steps"]
     result = json.loads((results / f"step-{step['id']}" / "result.json").read_text())
     assert result["status"] == "done"

@@ -125,6 +125,9 @@ class FakeCluster:
             return None
         if prefix == "osd pool application enable":
             return None
+        if prefix == "versions":  # as Ceph 16.2 prints it
+            return {"overall": {"ceph version 16.2.15 (618f440892089921c3e944a991122ddc44e60516) "
+                                "pacific (stable)": 5}}
         if prefix == "osd pool delete":
             del self.pools[args["pool"]]
             return None

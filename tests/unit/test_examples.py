@@ -48,3 +48,11 @@ def test_study_examples_record_each_axis_in_every_step(name: str):
     assert all(set(s.axes) == STUDY_AXES[name] for s in steps), [s.axes for s in steps]
     # a one-value axis (the study's `osd_ra: [4096]`) changes the step ids like any other
     assert len({s.id for s in steps}) == len(steps)
+
+
+def test_release_comparison_sweeps_three_releases_slowest():
+    spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / "release-comparison.yaml")
+    assert spec.releases == ("pacific", "reef", "tentacle")
+    steps = generate_steps(spec)
+    assert [s.release for s in steps] == ["pacific", "reef", "tentacle"]
+    assert all(s.params["mode"] == "randwrite" and s.params["op_size"] == 4096 for s in steps)

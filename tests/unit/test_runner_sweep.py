@@ -95,8 +95,10 @@ def test_full_run_writes_results_and_restores(tmp_path):
     assert summary["steps_done"] == 4
     csv = (results / "summary.csv").read_text().splitlines()
     assert csv[0].startswith("step,benchmark,iteration,ceph_config.osd_op_num_shards,"
-                             "radosbench.op_size,status,mode,iops")
+                             "radosbench.op_size,ceph_version,status,mode,iops")
     assert len(csv) == 5
+    # the version the cluster's daemons reported (`ceph versions`), per step
+    assert all(line.split(",")[5] == "16.2.15" for line in csv[1:])
     assert json.loads((results / "pre_sweep_config.json").read_text())["db"] == {
         "osd_op_num_shards": None}
 
