@@ -34,21 +34,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="'found' means within this fraction of the grid's best (0.05)")
     parser.add_argument("--maximize", default=None, metavar="METRIC[@MODE]",
                         help="objective (default: the run's search objective, else iops)")
+    parser.add_argument("--restart-seconds", type=float, default=0.0, metavar="S",
+                        help="what one OSD restart costs; the budget and the grid's cost then "
+                             "count restarts too (default 0: benchmark-seconds only)")
+    parser.add_argument("--max-restarts", default=None, metavar="N|grid",
+                        help="halving: restart at most N times ('grid': the grid's count)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.seeds < 1 or not 0 < args.budget_fraction <= 1 or not 0 < args.tolerance < 1:
+    if args.seeds < 1 or not 0 < args.budget_fraction <= 1 or not 0 < args.tolerance < 1 \
+            or args.restart_seconds < 0:
         print("cephscope search: --seeds >= 1, 0 < --budget-fraction <= 1, "
-              "0 < --tolerance < 1", file=sys.stderr)
+              "0 < --tolerance < 1, --restart-seconds >= 0", file=sys.stderr)
         return 2
+    max_restarts: int | str | None = args.max_restarts
+    if max_restarts is not None and max_restarts != "grid":
+        if not str(max_restarts).isdigit() or int(max_restarts) < 1:
+            print(f"cephscope search: --max-restarts {max_restarts!r}: an integer >= 1 or "
+                  f"'grid'", file=sys.stderr)
+            return 2
+        max_restarts = int(max_restarts)
     try:
         table = (load_grid(args.replay) if args.replay is not None
                  else synthetic_grid(args.synthetic, seed=1))
     except ReplayError as exc:
         print(f"cephscope search: {exc}", file=sys.stderr)
         return 2
-    base = SearchSettings(objectives=(Objective("iops", "maximize"),))
+    base = SearchSettings(objectives=(Objective("iops", "maximize"),),
+                          restart_seconds=args.restart_seconds, max_restarts=max_restarts)
     if args.maximize:
         settings, problems = parse_search({"maximize": args.maximize}, lambda kp: "--maximize", {})
         if settings is None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cephscope.runner.search.schedule import Rung, halving_schedule
+from cephscope.runner.search.schedule import RestartCost, Rung, halving_schedule
 from cephscope.runner.search.settings import AdaptiveIterations, Objective, SearchSettings
 from cephscope.runner.search.space import Candidate, Space, label
 from cephscope.runner.search.stopping import decide
@@ -44,6 +44,7 @@ class TracePoint:
     bench_seconds: float  # measured + warm-up seconds of every run so far
     restarts: int
     incumbent: Candidate | None
+    total_seconds: float = 0.0  # benchmark-seconds plus restarts x restart seconds
 
 
 @dataclass
@@ -58,33 +59,48 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     rank_check: dict[str, Any] | None = None
     repetitions: dict[Candidate, dict[str, Any]] = field(default_factory=dict)
+    total_seconds: float = 0.0  # benchmark-seconds plus restarts x restart seconds
 
 
 class Ledger:
-    """Steps, benchmark-seconds and restarts spent, against the budget."""
+    """Steps, benchmark-seconds and restarts spent, against the budget.
+
+    The seconds budget pays for both: a run costs its measured and warm-up seconds, a move to
+    a candidate with other restart-only values costs `restart_seconds` more (the configured
+    figure, not each restart's measured time, so a resumed search takes the same decisions)."""
 
     def __init__(self, space: Space, warmup: int, max_steps: int | None,
-                 max_seconds: float | None, start_key: tuple[Any, ...] | None) -> None:
+                 max_seconds: float | None, start_key: tuple[Any, ...] | None,
+                 restart_seconds: float = 0.0) -> None:
         self.space = space
         self.warmup = warmup
+        self.restart_seconds = restart_seconds
         self.max_steps = max_steps
         self.max_seconds = max_seconds
         self.key = start_key
         self.steps = 0
-        self.seconds = 0.0
+        self.seconds = 0.0  # benchmark-seconds
         self.restarts = 0
 
-    def affords(self, seconds: int) -> bool:
+    @property
+    def total_seconds(self) -> float:
+        return self.seconds + self.restarts * self.restart_seconds
+
+    def restarts_for(self, candidate: Candidate) -> bool:
+        return bool(self.space.restart_axes) and self.space.restart_key(candidate) != self.key
+
+    def affords(self, seconds: int, candidate: Candidate | None = None) -> bool:
         if self.max_steps is not None and self.steps + 1 > self.max_steps:
             return False
-        return self.max_seconds is None or self.seconds + seconds + self.warmup <= \
-            self.max_seconds + 1e-9
+        restart = self.restart_seconds if candidate is not None and \
+            self.restarts_for(candidate) else 0.0
+        return self.max_seconds is None or self.total_seconds + seconds + self.warmup + \
+            restart <= self.max_seconds + 1e-9
 
     def charge(self, candidate: Candidate, seconds: int) -> None:
-        key = self.space.restart_key(candidate)
-        if self.space.restart_axes and key != self.key:
+        if self.restarts_for(candidate):
             self.restarts += 1
-        self.key = key
+        self.key = self.space.restart_key(candidate)
         self.steps += 1
         self.seconds += seconds + self.warmup
 
@@ -101,7 +117,8 @@ class Search:
         self.evaluate = evaluate
         self.full_seconds = full_seconds
         self.iterations = iterations
-        self.ledger = Ledger(space, settings.warmup, budget_steps, budget_seconds, start_key)
+        self.ledger = Ledger(space, settings.warmup, budget_steps, budget_seconds, start_key,
+                             settings.restart_seconds)
         self.observations: list[Observation] = []
         self.trace: list[TracePoint] = []
         self.notes: list[str] = []
@@ -113,7 +130,7 @@ class Search:
 
     def run_once(self, candidate: Candidate, seconds: int) -> bool:
         """One repetition of a candidate; False when the budget cannot pay for it."""
-        if not self.ledger.affords(seconds):
+        if not self.ledger.affords(seconds, candidate):
             return False
         rep = self.reps.get((candidate, seconds), 0)
         self.reps[(candidate, seconds)] = rep + 1
@@ -122,14 +139,16 @@ class Search:
         if metrics is not None:
             self.observations.append(Observation(candidate, seconds, rep, metrics))
         self.trace.append(TracePoint(self.ledger.steps, self.ledger.seconds,
-                                     self.ledger.restarts, self.incumbent))
+                                     self.ledger.restarts, self.incumbent,
+                                     self.ledger.total_seconds))
         return True
 
     def set_incumbent(self, candidate: Candidate | None) -> None:
         self.incumbent = candidate
         if self.trace:
             last = self.trace[-1]
-            self.trace[-1] = TracePoint(last.steps, last.bench_seconds, last.restarts, candidate)
+            self.trace[-1] = TracePoint(last.steps, last.bench_seconds, last.restarts, candidate,
+                                        last.total_seconds)
 
     def values(self, candidate: Candidate, seconds: int | None = None,
                metric: str | None = None, mode: str | None = None) -> list[float]:
@@ -188,7 +207,7 @@ class Search:
                               + "; ".join(c.text for c in self.settings.constraints))
         return Outcome(method, self.observations, self.trace, chosen, self.ledger.steps,
                        self.ledger.seconds, self.ledger.restarts, self.notes, rank_check,
-                       self._repetition_report())
+                       self._repetition_report(), self.ledger.total_seconds)
 
     def _repetition_report(self) -> dict[Candidate, dict[str, Any]]:
         if not isinstance(self.iterations, AdaptiveIterations):
@@ -239,11 +258,24 @@ class Search:
             budget = (self.ledger.max_steps or 0) * (self.full_seconds + s.warmup)
         n = len(self.space)
         return halving_schedule(n, s.eta, s.min_seconds, self.full_seconds, budget,
-                                warmup=s.warmup, final_candidates=min(n, max(1, s.rank_check)))
+                                warmup=s.warmup, final_candidates=min(n, max(1, s.rank_check)),
+                                restarts=self.restart_cost())
+
+    def restart_cost(self) -> RestartCost:
+        if not self.space.restart_axes:
+            return RestartCost()
+        groups = len(self.space.group_by_restart(self.space.candidates()))
+        cap = self.settings.max_restarts
+        return RestartCost(groups, self.settings.restart_seconds,
+                           groups if cap == "grid" else cap)
 
     def _halving(self) -> dict[str, Any] | None:
         rungs = self.schedule()
         alive = self.space.candidates()
+        if rungs[0].candidates < len(alive):
+            alive = self.space.covering_subset(rungs[0].candidates, self.settings.seed)
+            self.notes.append(f"the budget (restarts included) screens {len(alive)} of "
+                              f"{len(self.space)} candidates: " + ", ".join(map(label, alive)))
         rung_scores: list[dict[Candidate, float]] = []
         for i, rung in enumerate(rungs):
             # restart groups together; start with the group already running (no restart)

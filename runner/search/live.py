@@ -74,9 +74,12 @@ def make_plan(steps: Sequence[Step], restart_options: set[str],
     grid_steps = len(templates) * reps
     grid_seconds = float(grid_steps * full)
     order = [c for g in space.group_by_restart(list(templates)) for c in g]
+    grid_restarts = space.restarts_for(order, None)
+    # the budget pays for restarts too: a fraction is of the grid's benchmark + restart seconds
+    grid_total = grid_seconds + grid_restarts * settings.restart_seconds
     b = settings.budget
     budget_seconds = b.seconds if b.seconds is not None else (
-        grid_seconds * b.fraction if b.fraction is not None else None)
+        grid_total * b.fraction if b.fraction is not None else None)
     if budget_seconds is not None and budget_seconds < settings.min_seconds + settings.warmup:
         raise SearchPlanError(f"search.budget: {budget_seconds:g} benchmark-seconds is smaller "
                               f"than one step ({settings.min_seconds + settings.warmup} s)")
@@ -84,8 +87,7 @@ def make_plan(steps: Sequence[Step], restart_options: set[str],
         raise SearchPlanError(f"search.method {settings.method}: needs a budget "
                               f"(steps, seconds or fraction)")
     plan = LivePlan(space, templates, full, adaptive or iterations, settings, budget_seconds,
-                    b.steps, grid_seconds, grid_steps, space.restarts_for(order, None),
-                    profiles or {})
+                    b.steps, grid_seconds, grid_steps, grid_restarts, profiles or {})
     if settings.method == "halving":
         try:
             _probe(plan).schedule()
@@ -116,27 +118,33 @@ def expected(plan: LivePlan) -> list[str]:
     """Dry run: what the search will cost against the full grid."""
     s = plan.settings
     lines = [f"search: {s.method}, objective {s.primary.label}, budget {s.budget.describe()}"]
+    r_s = s.restart_seconds
     grid = (f"full grid: {plan.grid_steps} steps, {plan.grid_seconds:g} benchmark-seconds, "
-            f"{plan.grid_restarts} restart(s)")
+            f"{plan.grid_restarts} restart(s) x {r_s:g} s = "
+            f"{plan.grid_seconds + plan.grid_restarts * r_s:g} s in all")
     if s.method == "halving":
-        rungs = _probe(plan).schedule()
+        probe = _probe(plan)
+        rungs = probe.schedule()
+        cost = probe.restart_cost()
         steps = sum(r.candidates * r.repetitions for r in rungs)
         secs = sum(r.cost(s.warmup) for r in rungs)
-        restarts = sum(min(r.candidates, len(plan.space.group_by_restart(
-            plan.space.candidates()))) for r in rungs) if plan.space.restart_axes else 0
+        restarts = sum(cost.visits(r.candidates) for r in rungs)
         lines.append("halving rungs: " + ", ".join(
             f"{r.candidates} candidates x {r.repetitions} x {r.seconds + s.warmup}s"
             for r in rungs))
         lines.append(f"expected: {steps} steps, {secs:g} benchmark-seconds, up to {restarts} "
-                     f"restart(s) (~{restarts * s.restart_seconds:g} s); {grid}")
+                     f"restart(s) x {r_s:g} s = {secs + restarts * r_s:g} s in all; {grid}")
     elif s.method == "bayes":
-        budget = plan.budget_seconds or (plan.budget_steps or 0) * (plan.full_seconds + s.warmup)
-        steps = int(budget // (plan.full_seconds + s.warmup))
+        per_step = plan.full_seconds + s.warmup + (r_s if plan.space.restart_axes else 0.0)
+        budget = plan.budget_seconds or (plan.budget_steps or 0) * per_step
+        steps = int(budget // per_step)
         if plan.budget_steps is not None:
             steps = min(steps, plan.budget_steps) if plan.budget_seconds else plan.budget_steps
-        lines.append(f"expected: {steps} steps, {steps * (plan.full_seconds + s.warmup):g} "
-                     f"benchmark-seconds, up to {steps} restart(s) (batches of {s.batch} "
-                     f"grouped by restart values); {grid}")
+        restarts = steps if plan.space.restart_axes else 0
+        bench = steps * (plan.full_seconds + s.warmup)
+        lines.append(f"expected: at least {steps} steps, {bench:g} benchmark-seconds, up to "
+                     f"{restarts} restart(s) x {r_s:g} s = {bench + restarts * r_s:g} s in all "
+                     f"(batches of {s.batch} grouped by restart values); {grid}")
     else:
         it = plan.iterations
         more = (f", up to {len(plan.templates) * it.max} steps with iterations up to {it.max}"
@@ -198,9 +206,12 @@ def write_outcome(rd: RunDir, plan: LivePlan, outcome: Outcome, search: Search) 
                        else plan.iterations),
         "objective": o.label, "chosen": dict(outcome.chosen) if outcome.chosen else None,
         "steps": outcome.steps, "bench_seconds": outcome.bench_seconds,
-        "restarts": outcome.restarts, "notes": outcome.notes, "rank_check": outcome.rank_check,
+        "restarts": outcome.restarts, "total_seconds": outcome.total_seconds,
+        "notes": outcome.notes, "rank_check": outcome.rank_check,
         "grid": {"steps": plan.grid_steps, "bench_seconds": plan.grid_seconds,
-                 "restarts": plan.grid_restarts},
+                 "restarts": plan.grid_restarts,
+                 "total_seconds": plan.grid_seconds
+                 + plan.grid_restarts * plan.settings.restart_seconds},
         "candidates": rows,
     })
 
@@ -209,8 +220,9 @@ def format_outcome(path_json: Mapping[str, Any]) -> list[str]:
     d = path_json
     g = d["grid"]
     lines = [f"search ({d['method']}): {d['steps']} steps, {d['bench_seconds']:g} "
-             f"benchmark-seconds, {d['restarts']} restart(s); the full grid: {g['steps']} steps, "
-             f"{g['bench_seconds']:g} s, {g['restarts']} restart(s)"]
+             f"benchmark-seconds, {d['restarts']} restart(s), {d.get('total_seconds', 0):g} s "
+             f"in all; the full grid: {g['steps']} steps, {g['bench_seconds']:g} s, "
+             f"{g['restarts']} restart(s), {g.get('total_seconds', 0):g} s in all"]
     if d.get("chosen"):
         lines.append("search's choice: " + " ".join(
             f"{k.rsplit('.', 1)[-1]}={v}" for k, v in d["chosen"].items()))

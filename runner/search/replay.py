@@ -47,6 +47,16 @@ class GridTable:
         order = [c for g in self.space.group_by_restart(list(self.runs)) for c in g]
         return steps, float(steps * self.full_seconds), self.space.restarts_for(order, None)
 
+    def grid_total_seconds(self, restart_seconds: float) -> float:
+        """Benchmark-seconds plus restart seconds of the full grid."""
+        _, seconds, restarts = self.grid_cost()
+        return seconds + restarts * restart_seconds
+
+    def ranked(self, objective: Objective) -> list[Candidate]:
+        """Candidates best first by grid mean."""
+        key = metric_key(objective.metric, objective.mode)
+        return sorted(self.runs, key=lambda c: -objective.sign() * self.mean(c, key))
+
     def best(self, objective: Objective) -> tuple[Candidate, float]:
         key = metric_key(objective.metric, objective.mode)
         scored = [(objective.sign() * self.mean(c, key), c) for c in self.runs]
@@ -157,6 +167,9 @@ class ReplayFigures:
     grid_steps: int
     grid_seconds: float
     grid_restarts: int
+    restart_seconds: float = 0.0  # what one restart costs; the budget pays for restarts too
+    spent_total_median: float = 0.0  # benchmark-seconds + restarts x restart_seconds
+    grid_total_seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -188,9 +201,9 @@ def reached_at(outcome: Outcome, table: GridTable, objective: Objective,
 
 def replay_one(table: GridTable, settings: SearchSettings, seed: int,
                budget_fraction: float | None) -> Outcome:
-    _, grid_seconds, _ = table.grid_cost()
     budget = settings.budget
     seconds = budget.seconds
+    grid_seconds = table.grid_total_seconds(settings.restart_seconds)
     if budget.fraction is not None or budget_fraction is not None:
         seconds = grid_seconds * (budget_fraction if budget_fraction is not None
                                   else budget.fraction or 1.0)
@@ -208,12 +221,14 @@ def replay(table: GridTable | Sequence[GridTable], settings: SearchSettings, see
     objective = settings.primary
     reached: list[tuple[int, float] | None] = []
     spent: list[float] = []
+    spent_total: list[float] = []
     restarts: list[float] = []
     for t in tables:
         for seed in range(first_seed, first_seed + seeds):
             outcome = replay_one(t, settings, seed, budget_fraction)
             reached.append(reached_at(outcome, t, objective, tolerance))
             spent.append(outcome.bench_seconds)
+            spent_total.append(outcome.total_seconds)
             restarts.append(outcome.restarts)
     # a seed that never got there counts as infinitely expensive
     steps = [r[0] if r else math.inf for r in reached]
@@ -226,18 +241,51 @@ def replay(table: GridTable | Sequence[GridTable], settings: SearchSettings, see
         steps_median=_quantile(steps, 0.5), steps_p90=_quantile(steps, 0.9),
         seconds_median=_quantile(secs, 0.5), seconds_p90=_quantile(secs, 0.9),
         spent_seconds_median=statistics.median(spent), restarts_median=statistics.median(restarts),
-        grid_steps=g_steps, grid_seconds=g_seconds, grid_restarts=g_restarts)
+        grid_steps=g_steps, grid_seconds=g_seconds, grid_restarts=g_restarts,
+        restart_seconds=settings.restart_seconds,
+        spent_total_median=statistics.median(spent_total),
+        grid_total_seconds=tables[0].grid_total_seconds(settings.restart_seconds))
+
+
+def oracle_share(table: GridTable | Sequence[GridTable], objective: Objective, k: int,
+                 seeds: int = 200, tolerance: float = 0.05, budget_fraction: float = 1 / 3,
+                 restart_seconds: float = 0.0, first_seed: int = 0) -> float:
+    """An upper reference for any search with this budget: the share of seeds in which an
+    oracle that is TOLD the grid's k best candidates (not their order) ends within tolerance,
+    spending the whole budget on full-length runs of those k only (equal shares, one restart
+    each), and choosing the best sample mean. No screening is paid for, so a real search,
+    which must first find the k among all candidates, does worse than the best such k."""
+    tables = [table] if isinstance(table, GridTable) else list(table)
+    hits = total = 0
+    for t in tables:
+        top = t.ranked(objective)[:k]
+        key = metric_key(objective.metric, objective.mode)
+        restart = restart_seconds if t.space.restart_axes else 0.0
+        budget = t.grid_total_seconds(restart_seconds) * budget_fraction
+        # one restart per candidate, then its runs back to back
+        runs = max(1, int((budget - len(top) * restart) // len(top) // t.full_seconds))
+        for seed in range(first_seed, first_seed + seeds):
+            evaluate = t.evaluator(random.Random(seed))
+            means = {c: statistics.fmean(evaluate(c, t.full_seconds, r)[key]
+                                         for r in range(runs)) for c in top}
+            chosen = max(top, key=lambda c: objective.sign() * means[c])
+            hits += t.within(chosen, objective, tolerance)
+            total += 1
+    return hits / total
 
 
 def format_figures(f: ReplayFigures) -> str:
     def num(v: float) -> str:
         return "never" if math.isinf(v) else f"{v:.0f}"
+    restart = (f" | restart {f.restart_seconds:g}s: total-s spent {f.spent_total_median:.0f} "
+               f"(grid {f.grid_total_seconds:.0f}: "
+               f"{f.spent_total_median / f.grid_total_seconds:.0%})" if f.restart_seconds else "")
     return (f"{f.grid:<26} {f.method:<8} seeds={f.seeds} within {f.tolerance:.0%} of best: "
             f"{f.success:.0%} | steps median {num(f.steps_median)} p90 {num(f.steps_p90)} "
             f"(grid {f.grid_steps}) | bench-s median {num(f.seconds_median)} p90 "
             f"{num(f.seconds_p90)} (spent {f.spent_seconds_median:.0f}, grid "
             f"{f.grid_seconds:.0f}: {f.spent_seconds_median / f.grid_seconds:.0%}) | "
-            f"restarts {f.restarts_median:.0f} (grid {f.grid_restarts})")
+            f"restarts {f.restarts_median:.0f} (grid {f.grid_restarts})" + restart)
 
 
 def settings_for(method: str, objective: Objective | None = None,

@@ -31,7 +31,9 @@ BENCHMARK_METRICS: dict[str, frozenset[str]] = {
 METHODS = ("grid", "halving", "bayes")
 SEARCH_KEYS = frozenset({"method", "objectives", "maximize", "minimize", "constraints", "budget",
                          "seed", "eta", "min_seconds", "warmup", "restart_seconds",
-                         "rank_check", "batch"})
+                         "max_restarts", "rank_check", "batch"})
+# one OSD restart on the dev cluster (3 OSDs, 2 cores): 5-9 s until every PG is active+clean
+DEFAULT_RESTART_SECONDS = 9.0
 UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "": 1.0,
          "k": 1e3, "M": 1e6, "G": 1e9, "KiB": 1024.0, "MiB": 1024.0 ** 2, "GiB": 1024.0 ** 3}
 _CONSTRAINT = re.compile(
@@ -108,7 +110,9 @@ class SearchSettings:
     eta: int = 3  # halving: keep the best 1/eta of each rung
     min_seconds: int = 2  # halving: shortest run
     warmup: int = 0  # seconds at the start of every run that are not measured
-    restart_seconds: float = 15.0  # what one OSD restart costs (dead time)
+    restart_seconds: float = DEFAULT_RESTART_SECONDS  # one OSD restart, paid from the budget
+    max_restarts: int | str | None = None  # halving: at most this many restarts; "grid": the
+    # grid's own count; None: as many as the budget pays for
     rank_check: int = 3  # halving: candidates re-run long to check the short runs' ranking
     batch: int = 4  # bayes: asks per batch (ordered by restart values)
 
@@ -120,7 +124,8 @@ class SearchSettings:
         return {
             "method": self.method, "seed": self.seed, "eta": self.eta,
             "min_seconds": self.min_seconds, "warmup": self.warmup,
-            "restart_seconds": self.restart_seconds, "rank_check": self.rank_check,
+            "restart_seconds": self.restart_seconds, "max_restarts": self.max_restarts,
+            "rank_check": self.rank_check,
             "batch": self.batch,
             "objectives": [{"metric": o.metric, "direction": o.direction, "mode": o.mode}
                            for o in self.objectives],
@@ -293,16 +298,22 @@ def parse_search(value: Any, where: Where,
                             f">= {minimum}")
             v = default
         parsed[key] = v
-    restart_seconds = value.get("restart_seconds", 15.0)
+    restart_seconds = value.get("restart_seconds", DEFAULT_RESTART_SECONDS)
     if not _is_num(restart_seconds) or restart_seconds < 0:
         problems.append(f"{where((*kp, 'restart_seconds'))}: search.restart_seconds: "
                         f"{restart_seconds!r}: must be a number >= 0")
-        restart_seconds = 15.0
+        restart_seconds = DEFAULT_RESTART_SECONDS
+    max_restarts = value.get("max_restarts")
+    if max_restarts is not None and max_restarts != "grid" and not (
+            _is_int(max_restarts) and max_restarts >= 1):
+        problems.append(f"{where((*kp, 'max_restarts'))}: search.max_restarts: "
+                        f"{max_restarts!r}: must be an integer >= 1 or 'grid'")
     if problems:
         return None, problems
     return SearchSettings(method=method, objectives=tuple(objectives),
                           constraints=tuple(constraints), budget=budget,
-                          restart_seconds=float(restart_seconds), **parsed), []
+                          restart_seconds=float(restart_seconds), max_restarts=max_restarts,
+                          **parsed), []
 
 
 def _budget(raw: Any, kp: tuple[Any, ...], where: Where, problems: list[str]) -> Budget:

@@ -8,6 +8,7 @@ one after the other without a restart.
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,22 @@ class Space:
             keys.remove(first_key)
             keys.insert(0, first_key)
         return [groups[k] for k in keys]
+
+    def covering_subset(self, k: int, seed: int) -> list[Candidate]:
+        """k candidates that spread over every axis: each pick is a candidate whose values
+        have been picked least so far (ties broken by a seeded shuffle), in space order."""
+        pool = self.candidates()
+        random.Random(seed).shuffle(pool)
+        used: dict[tuple[str, Any], int] = {}
+        chosen: list[Candidate] = []
+        for _ in range(min(k, len(pool))):
+            pick = min(pool, key=lambda c: sum(used.get(av, 0) for av in c))
+            pool.remove(pick)
+            chosen.append(pick)
+            for av in pick:
+                used[av] = used.get(av, 0) + 1
+        order = self.candidates()
+        return sorted(chosen, key=order.index)
 
     def restarts_for(self, order: Sequence[Candidate], start_key: tuple[Any, ...] | None) -> int:
         restarts, key = 0, start_key

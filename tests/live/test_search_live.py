@@ -43,6 +43,7 @@ search:
   eta: 3
   min_seconds: 2
   rank_check: 2
+  restart_seconds: 0     # budget in benchmark-seconds only, as the schedule below assumes
 """
 RESTART_OPTIONS = {"osd_op_num_shards", "osd_op_num_threads_per_shard"}
 
@@ -64,8 +65,8 @@ def test_halving_search_killed_resumed_and_recommended(devcluster, stack, tmp_pa
                          text=True, timeout=120, check=False)
     assert dry.returncode == 0, dry.stderr
     assert "halving rungs: 4 candidates x 1 x 2s, 2 candidates x 2 x 6s" in dry.stdout
-    assert "expected: 8 steps, 32 benchmark-seconds" in dry.stdout
-    assert "full grid: 16 steps, 96 benchmark-seconds, 4 restart(s)" in dry.stdout
+    assert "expected: 8 steps, 32 benchmark-seconds, up to 6 restart(s)" in dry.stdout
+    assert "full grid: 16 steps, 96 benchmark-seconds, 4 restart(s) x 0 s = 96 s" in dry.stdout
 
     # kill while the third step's benchmark runs
     steps = run_sweep_until_step_then_kill(
@@ -104,7 +105,8 @@ def test_halving_search_killed_resumed_and_recommended(devcluster, stack, tmp_pa
     outcome = run_live_search(rd, plan, must_not_run, None, lambda m: None)
     assert outcome.steps == 8 and outcome.bench_seconds == 32
     outcome_file = json.loads((results / "search.json").read_text())
-    assert outcome_file["grid"] == {"steps": 16, "bench_seconds": 96.0, "restarts": 4}
+    assert outcome_file["grid"] == {"steps": 16, "bench_seconds": 96.0, "restarts": 4,
+                                    "total_seconds": 96.0}
     assert outcome_file["rank_check"]["short_seconds"] == 2
 
     # Steps are tagged in Prometheus like any other: cephscope_step_info while a step runs

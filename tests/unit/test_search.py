@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,8 +11,14 @@ import pytest
 from cephscope.runner.search.analysis import load_run, recommend
 from cephscope.runner.search.engine import Search
 from cephscope.runner.search.pareto import pareto_front
-from cephscope.runner.search.replay import replay, synthetic_grid
-from cephscope.runner.search.schedule import BudgetError, halving_schedule
+from cephscope.runner.search.replay import (
+    load_grid,
+    oracle_share,
+    replay,
+    replay_one,
+    synthetic_grid,
+)
+from cephscope.runner.search.schedule import BudgetError, RestartCost, halving_schedule
 from cephscope.runner.search.settings import (
     AdaptiveIterations,
     Objective,
@@ -24,6 +31,7 @@ from cephscope.runner.search.stopping import decide
 from cephscope.runner.spec import SpecError, load_spec
 
 RULE = AdaptiveIterations(min=2, max=5, ci=0.05)
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures/search/shard-thread-grid"
 
 
 def where(kp):
@@ -57,8 +65,26 @@ def test_halving_schedule_known_answer() -> None:
     assert [(r.candidates, r.seconds) for r in rungs] == [(16, 2), (6, 2), (4, 5)]
     assert [r.repetitions for r in rungs] == [1, 2, 1]
     assert sum(r.cost(0) for r in rungs) <= 80
+    # a budget short of one pass over all 16 screens as many as it can pay for
+    rungs = halving_schedule(16, 3, 2, 5, 40)
+    assert [(r.candidates, r.seconds, r.repetitions) for r in rungs] == [
+        (11, 2, 1), (4, 2, 1), (2, 5, 1)]
     with pytest.raises(BudgetError, match="smaller than one pass"):
-        halving_schedule(16, 3, 2, 5, 40)
+        halving_schedule(16, 3, 2, 5, 9)
+
+
+def test_halving_schedule_pays_for_restarts() -> None:
+    # 4 x 4 grid, every candidate its own restart group, 9 s a restart: the grid costs
+    # 48 x 5 + 16 x 9 = 384 s; a third (128 s) cannot screen all 16 (16 x (2 + 9) = 176 s)
+    restarts = RestartCost(groups=16, seconds=9.0)
+    rungs = halving_schedule(16, 3, 2, 5, 128, final_candidates=3, restarts=restarts)
+    assert [(r.candidates, r.seconds, r.repetitions) for r in rungs] == [(7, 2, 1), (3, 5, 1)]
+    assert sum(r.cost(0) for r in rungs) + restarts.of(rungs) == 7 * 11 + 3 * 14 <= 128
+    # never more restarts than the grid (16): 9 screened + 3 revisited
+    capped = halving_schedule(16, 3, 2, 5, 80, final_candidates=3,
+                              restarts=RestartCost(groups=16, seconds=0.0, max_visits=16))
+    assert [r.candidates for r in capped] == [9, 3]
+    assert sum(min(r.candidates, 16) for r in capped) <= 16
 
 
 def test_pareto_front_known_answer() -> None:
@@ -135,6 +161,67 @@ def test_replay_synthetic_meets_target_at_5_percent_noise(noise: float, method: 
     assert figures.success >= 0.9
     assert figures.spent_seconds_median <= figures.grid_seconds / 3 + 1e-9
     assert figures.seconds_p90 <= figures.grid_seconds / 3
+
+
+def _synthetic(noise: float) -> list:  # type: ignore[type-arg]
+    return [synthetic_grid(noise, seed=s) for s in range(1, 6)]
+
+
+MAXIMIZE_IOPS = (Objective("iops", "maximize"),)
+
+
+def test_replay_figures_against_the_target_and_the_oracle() -> None:
+    """The benchmark's figures (100 seeds, 5 surfaces per noise, 1/3 of the grid's
+    benchmark-seconds). Met at 5 % noise: asserted against the 90 % target. Not met at 15 %
+    noise nor on the recorded grid: asserted against the measured figure minus 5 points, and
+    the oracle bound shows why 90 % is out of reach there."""
+    halving = SearchSettings(method="halving", objectives=MAXIMIZE_IOPS, restart_seconds=0.0)
+    f5 = replay(_synthetic(0.05), halving, seeds=100, budget_fraction=1 / 3)
+    assert f5.success >= 0.9  # target met (measured 99 %)
+    assert f5.spent_seconds_median <= f5.grid_seconds / 3
+    f15 = replay(_synthetic(0.15), halving, seeds=100, budget_fraction=1 / 3)
+    assert f15.success >= 0.74 - 0.05  # target NOT met: measured 74 %
+    recorded = replay(load_grid(FIXTURE), halving, seeds=100, budget_fraction=1 / 3)
+    assert recorded.success >= 0.47 - 0.05  # target NOT met: measured 47 %
+    # an oracle told the 4 best of the grid (resp. the best 2 of the recorded grid) and
+    # spending the whole third on them alone stays below 90 %: no search reaches it
+    assert oracle_share(_synthetic(0.15), MAXIMIZE_IOPS[0], k=4, seeds=100) < 0.9
+    assert oracle_share(load_grid(FIXTURE), MAXIMIZE_IOPS[0], k=2, seeds=100) < 0.9
+    # ... while at 5 % noise the oracle is perfect and the search close to it
+    assert oracle_share(_synthetic(0.05), MAXIMIZE_IOPS[0], k=4, seeds=100) == 1.0
+
+
+def test_restart_seconds_are_paid_from_the_budget() -> None:
+    table = synthetic_grid(0.05, seed=1)
+    settings = SearchSettings(method="halving", objectives=MAXIMIZE_IOPS, restart_seconds=9.0)
+    for seed in range(5):
+        outcome = replay_one(table, settings, seed, 1 / 3)
+        assert outcome.total_seconds == outcome.bench_seconds + 9.0 * outcome.restarts
+        assert outcome.total_seconds <= table.grid_total_seconds(9.0) / 3
+        assert any("screens 7 of 16" in n for n in outcome.notes)
+    bayes = replace(settings, method="bayes")
+    outcome = replay_one(table, bayes, 0, 1 / 3)
+    assert outcome.restarts >= 1
+    assert outcome.total_seconds <= table.grid_total_seconds(9.0) / 3
+
+
+def test_halving_restarts_at_most_the_grids_when_capped() -> None:
+    table = synthetic_grid(0.05, seed=1)
+    _, _, grid_restarts = table.grid_cost()
+    uncapped = SearchSettings(method="halving", objectives=MAXIMIZE_IOPS, restart_seconds=0.0)
+    capped = replace(uncapped, max_restarts="grid")
+    assert replay_one(table, uncapped, 0, 1 / 3).restarts > grid_restarts == 16
+    for seed in range(10):
+        assert replay_one(table, capped, seed, 1 / 3).restarts <= grid_restarts
+
+
+def test_covering_subset_spreads_over_every_axis() -> None:
+    space = synthetic_grid(0.05).space
+    subset = space.covering_subset(7, seed=3)
+    assert len(set(subset)) == 7
+    for i, (_, values) in enumerate(space.axes):
+        assert {c[i][1] for c in subset} == set(values)  # every value of every axis
+    assert space.covering_subset(7, seed=3) == subset
 
 
 def test_replay_is_deterministic_per_seed() -> None:
@@ -277,7 +364,8 @@ def test_adaptive_iterations_without_search_section(tmp_path: Path) -> None:
     plan = make_plan(generate_steps(spec), set(), spec.search, spec.iterations, spec.adaptive)
     assert plan.settings.primary == Objective("iops", "maximize")
     assert expected(plan)[-1] == ("expected: full grid: 4 steps, 12 benchmark-seconds, "
-                                  "0 restart(s), up to 12 steps with iterations up to 6")
+                                  "0 restart(s) x 9 s = 12 s in all, up to 12 steps with "
+                                  "iterations up to 6")
 
 
 @pytest.mark.parametrize(("search", "benchmarks", "error"), [
