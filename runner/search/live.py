@@ -25,6 +25,8 @@ from cephscope.runner.stats import summarize
 from cephscope.runner.steps import Step, step_id
 
 SEARCH_FILE = "search.json"
+# benchmarks that discard a warm-up themselves (fio's `ramp_time`, the `ramp` parameter)
+RAMP_BENCHMARKS = frozenset({"librbdfio"})
 
 
 class SearchPlanError(ValueError):
@@ -105,7 +107,14 @@ def _probe(plan: LivePlan) -> Search:
 def step_for(plan: LivePlan, candidate: Candidate, seconds: int, repetition: int) -> Step:
     t = plan.templates[candidate]
     params = dict(t.params)
-    params["time"] = seconds + plan.settings.warmup
+    warmup = plan.settings.warmup
+    if t.benchmark in RAMP_BENCHMARKS and warmup:
+        # fio discards its own ramp (`ramp_time`) from every figure, latencies included
+        params["time"] = seconds
+        params["ramp"] = warmup
+    else:
+        # the runner cuts the first `warmup` seconds from the per-second series (measure.py)
+        params["time"] = seconds + warmup
     # the same id a grid step of these params has (baselines and alerts join on it)
     sid = step_id(t.benchmark, params, plan.profiles.get(t.pool_profile or ""), t.ceph_config,
                   repetition, t.knobs)
@@ -170,7 +179,8 @@ def run_live_search(rd: RunDir, plan: LivePlan, run_step: Callable[[Step], str |
         else:
             counters["reused"] += 1
         result = rd.step_result(step)
-        return result_metrics(result.get("results", []), settings.warmup) if result else None
+        cut = 0 if step.benchmark in RAMP_BENCHMARKS else settings.warmup
+        return result_metrics(result.get("results", []), cut) if result else None
 
     search = Search(plan.space, settings, evaluate, full_seconds=plan.full_seconds,
                     iterations=plan.iterations, budget_seconds=plan.budget_seconds,

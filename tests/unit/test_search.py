@@ -390,3 +390,24 @@ def test_search_plan_bad_input(tmp_path: Path, search: str, benchmarks: str,
     with pytest.raises(SearchPlanError, match=error):
         make_plan(generate_steps(spec), {"osd_op_num_shards"}, spec.search, spec.iterations,
                   spec.adaptive)
+
+
+@pytest.mark.parametrize(("benchmark", "time_", "ramp"), [
+    ("librbdfio: {mode: randwrite, time: 6}", 2, 3),  # fio discards its ramp itself
+    ("radosbench: {time: 6}", 5, None),  # the runner cuts the per-second series
+])
+def test_search_warmup_is_fio_ramp_or_a_cut(tmp_path: Path, benchmark: str, time_: int,
+                                            ramp: int | None) -> None:
+    from cephscope.runner.search.live import make_plan, step_for
+    from cephscope.runner.steps import generate_steps
+
+    path = tmp_path / "s.yaml"
+    path.write_text("ceph_config: {osd_op_num_shards: [1, 2]}\n"
+                    f"benchmarks: {{{benchmark}}}\n"
+                    "search: {method: halving, warmup: 3, budget: {steps: 9}, "
+                    "restart_seconds: 0}\n")
+    spec = load_spec(path)
+    plan = make_plan(generate_steps(spec), {"osd_op_num_shards"}, spec.search, spec.iterations,
+                     spec.adaptive)
+    short = step_for(plan, plan.space.candidates()[0], 2, 0)
+    assert short.params["time"] == time_ and short.params.get("ramp") == ramp
