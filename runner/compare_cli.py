@@ -83,17 +83,22 @@ def load_samples(run_dir: Path) -> tuple[dict[tuple[str, str], dict[str, list[fl
     labels: dict[str, str] = {}
     for step in rd.steps():
         result = rd.step_result(step)
-        if result is None:
-            continue
-        key = params_key(step)
-        labels[key] = f"{step.benchmark} {step.short_params()}"
-        for r in result.get("results", []) or []:
-            figures = samples.setdefault((key, str(r.get("mode"))), {})
-            for name in FIGURES:
-                value = _figure(r, name)
-                if value is not None:
-                    figures.setdefault(name, []).append(value)
+        if result is not None:
+            add_samples(samples, labels, step, result)
     return samples, labels
+
+
+def add_samples(samples: dict[tuple[str, str], dict[str, list[float]]], labels: dict[str, str],
+                step: Step, result: Mapping[str, Any]) -> None:
+    """One finished step's figures, per mode, under the step's params key."""
+    key = params_key(step)
+    labels[key] = f"{step.benchmark} {step.short_params()}"
+    for r in result.get("results", []) or []:
+        figures = samples.setdefault((key, str(r.get("mode"))), {})
+        for name in FIGURES:
+            value = _figure(r, name)
+            if value is not None:
+                figures.setdefault(name, []).append(value)
 
 
 @dataclass

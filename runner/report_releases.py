@@ -111,7 +111,7 @@ def release_samples(run_dir: Path) -> tuple[list[str], dict[str, tuple[
         dict[tuple[str, str], dict[str, list[float]]], dict[str, str]]]]:
     """The run's releases (spec order) and, per release, `compare`'s samples and labels with
     steps keyed without their release, so the same step matches across releases."""
-    from cephscope.runner.compare_cli import FIGURES, _figure, params_key
+    from cephscope.runner.compare_cli import add_samples
 
     rd = RunDir(Path(run_dir))
     per_release: dict[str, tuple[dict[tuple[str, str], dict[str, list[float]]],
@@ -120,16 +120,8 @@ def release_samples(run_dir: Path) -> tuple[list[str], dict[str, tuple[
         result = rd.step_result(step)
         if result is None or step.release is None:
             continue
-        samples, labels = per_release.setdefault(step.release, ({}, {}))
-        base = without_release(step)
-        key = params_key(base)
-        labels[key] = f"{base.benchmark} {base.short_params()}"
-        for r in result.get("results", []) or []:
-            figures = samples.setdefault((key, str(r.get("mode"))), {})
-            for name in FIGURES:
-                value = _figure(r, name)
-                if value is not None:
-                    figures.setdefault(name, []).append(value)
+        add_samples(*per_release.setdefault(step.release, ({}, {})), without_release(step),
+                    result)
     releases = [r for r in dict.fromkeys(s.release for s in rd.steps()) if r in per_release]
     return releases, per_release
 
