@@ -38,10 +38,11 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cephscope.exporter.asok import AsokCommandError
+from cephscope.exporter.asok import AsokCommandError, Daemon
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
 from cephscope.exporter.exposition import MetricSink, render_labels
 from cephscope.exporter.settings import HostSettings, option
@@ -279,6 +280,13 @@ class OpQueueCollector(DaemonCollector):
     def forget_daemon(self, daemon_name: str) -> None:
         with self._lock:
             self._cache.pop(daemon_name, None)
+
+    def prefetch(self, daemon: Daemon) -> Sequence[tuple[str, dict[str, Any]]]:
+        with self._lock:
+            cached = self._cache.get(daemon.name)
+        if cached is not None and time.monotonic() - cached.fetched_at < self.min_interval:
+            return ()  # served from the cache (unless the pid changed: then fetched on demand)
+        return (("dump_op_pq_state", {}),)
 
     def collect_daemon(self, session: DaemonSession, sink: MetricSink) -> None:
         name = session.daemon.name

@@ -30,11 +30,12 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from cephscope.exporter.asok import Daemon
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
 from cephscope.exporter.exposition import MetricSink, format_value
 from cephscope.exporter.settings import HostSettings
@@ -348,6 +349,9 @@ class OpsCollector(DaemonCollector):
             if history is None:
                 history = self._histories[daemon_name] = DaemonOpHistory()
             return history
+
+    def prefetch(self, daemon: Daemon) -> Sequence[tuple[str, dict[str, Any]]]:
+        return (("dump_ops_in_flight", {}), ("dump_blocked_ops", {}), ("dump_historic_ops", {}))
 
     def collect_daemon(self, session: DaemonSession, sink: MetricSink) -> None:
         label = session.daemon_label

@@ -20,7 +20,12 @@ Also :meth:`FakeCluster.add_dead_socket`: a socket file with no listener.
 
 Run as a script to serve N fake OSDs until killed (the scrape-cost benchmark does)::
 
-    python tests/unit/fake_asok.py --dir DIR --osds 60 [--scenario load]
+    python tests/unit/fake_asok.py --dir DIR --osds 60 [--scenario load] [--osd-processes]
+
+With ``--osd-processes`` each fake OSD is its own process shaped like a ``ceph-osd`` in
+/proc: its comm is ``ceph-osd`` and it runs ``--threads-per-osd`` (default 70) threads
+named like a Pacific OSD's (``tp_osd_tp``, ``msgr-worker-N``, ``bstore_kv_sync``,
+``rocksdb:low0`` ...), so the threads collector reads a real /proc/<pid>/task per OSD.
 """
 
 from __future__ import annotations
@@ -242,21 +247,98 @@ class FakeCluster:
             path.unlink(missing_ok=True)
 
 
+OSD_COMM_NAME = "ceph-osd"
+# Thread names of a Pacific ceph-osd on an SSD (8 shards x 2 op threads), one per thread.
+OSD_THREAD_NAMES: tuple[str, ...] = (
+    "log", "service", "admin_socket", "signal_handler", "msgr-worker-0", "msgr-worker-1",
+    "msgr-worker-2", "io_context_pool", "io_context_pool", "ms_dispatch", "ms_local",
+    "safe_timer", "safe_timer", "safe_timer", "safe_timer", "safe_timer", "fn_anonymous",
+    "bstore_aio", "bstore_aio", "bstore_discard", "bstore_kv_sync", "bstore_kv_final",
+    "bstore_mempool", "rocksdb:low0", "rocksdb:low1", "rocksdb:high0", "rocksdb:dump_st",
+    "finisher", "finisher", "finisher", "cfin", "osd_srv_heartbt", "osd_srv_agent",
+    "tp_osd_cmd", "OpHistorySvc", "ceph-osd", "ms_dispatch", "ms_local",
+    *(["tp_osd_tp"] * 16), *(["tp_pg_recov"] * 2), "balancer", "PGBackend",
+)
+
+
+def _set_thread_comm(name: str) -> None:
+    """Name the calling thread in /proc (its ``comm``; the kernel keeps 15 bytes)."""
+    with open(f"/proc/self/task/{threading.get_native_id()}/comm", "w") as comm:
+        comm.write(name[:15])
+
+
+def _osd_process(cluster: FakeCluster, osd_id: int, scenario: str, fault: str | None,
+                 threads: int) -> None:
+    """Body of one forked fake OSD: ceph-osd-shaped threads, one socket, until SIGTERM."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    _set_thread_comm(OSD_COMM_NAME)
+
+    def idle_thread(name: str) -> None:
+        _set_thread_comm(name)
+        stop.wait()
+
+    names = [OSD_THREAD_NAMES[i % len(OSD_THREAD_NAMES)] for i in range(max(threads - 2, 0))]
+    for name in names:
+        threading.Thread(target=idle_thread, args=(name,), daemon=True).start()
+    cluster.add_osd(osd_id, scenario=scenario, fault=fault)  # + its serving thread
+    stop.wait()
+    cluster.stop()
+
+
+
+def serve_osd_processes(cluster: FakeCluster, osds: int, scenario: str, fault: str | None,
+                        threads: int) -> list[int]:
+    """Fork one OSD-shaped process per fake OSD; their pids (call before any thread)."""
+    pids = []
+    for osd_id in range(osds):
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _osd_process(cluster, osd_id, scenario, fault, threads)
+            except BaseException:
+                code = 1
+            os._exit(code)
+        pids.append(pid)
+    return pids
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="serve fake OSD admin sockets until killed")
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--osds", type=int, default=3)
     parser.add_argument("--scenario", default="load")
     parser.add_argument("--fault", default=None, help="fault mode of every fake OSD")
+    parser.add_argument("--osd-processes", action="store_true",
+                        help="one ceph-osd-shaped process per fake OSD")
+    parser.add_argument("--threads-per-osd", type=int, default=70)
     args = parser.parse_args()
     cluster = FakeCluster(args.dir)
-    for i in range(args.osds):
-        cluster.add_osd(i, scenario=args.scenario, fault=args.fault)
+    children: list[int] = []
+    if args.osd_processes:
+        children = serve_osd_processes(
+            cluster, args.osds, args.scenario, args.fault, args.threads_per_osd
+        )
+        expected = {f"ceph-osd.{i}.asok" for i in range(args.osds)}
+        for _ in range(600):  # every child's socket bound
+            if expected <= {p.name for p in args.dir.iterdir()}:
+                break
+            time.sleep(0.05)
+    else:
+        for i in range(args.osds):
+            cluster.add_osd(i, scenario=args.scenario, fault=args.fault)
     print("ready", flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with contextlib.suppress(KeyboardInterrupt):
         stop.wait()
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    for pid in children:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
     cluster.stop()
     return 0
 

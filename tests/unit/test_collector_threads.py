@@ -16,6 +16,7 @@ from cephscope.exporter.collectors.threads import (
     ProcessSnapshot,
     ThreadCpuAccount,
     ThreadsCollector,
+    ThreadsSettings,
     find_osd_pid,
     parse_stat,
     read_process,
@@ -106,7 +107,8 @@ def test_real_osd_process(osd: str) -> None:
 
 def _collector(proc_root: Path) -> ThreadsCollector:
     host = HostSettings(paths=PathSettings(procfs=str(proc_root)))
-    return ThreadsCollector(host=host, clk_tck=CLK_TCK, page_size=PAGE)
+    return ThreadsCollector(ThreadsSettings(min_interval=0), host=host, clk_tck=CLK_TCK,
+                            page_size=PAGE)
 
 
 class _Session:
@@ -156,6 +158,27 @@ def test_tp_osd_tp_cpu_grows_under_load(osd: str) -> None:
     ]
     assert after[f"cephscope_osd_threads{label}"] == len(read_process(AFTER, pid, PAGE).threads)
     assert after[f"cephscope_osd_resident_memory_bytes{label}"] > 0
+
+
+def test_min_interval_serves_the_last_read_and_a_new_pid_reads_at_once(
+        tmp_path: Path) -> None:
+    pids = osd_pids(AFTER)
+    root = tmp_path / "proc"
+    shutil.copytree(AFTER, root)
+    host = HostSettings(paths=PathSettings(procfs=str(root)))
+    collector = ThreadsCollector(ThreadsSettings(min_interval=3600), host=host,
+                                 clk_tck=CLK_TCK, page_size=PAGE)
+    first = _collect(collector, _Session("osd.0", pids["0"]))
+    # /proc now says more CPU: within the interval the last read is served, not re-read.
+    shutil.rmtree(root / str(pids["0"]))
+    shutil.copytree(BEFORE / str(pids["0"]), root / str(pids["0"]))
+    (root / str(pids["0"]) / "task").rename(root / "hidden-task")
+    assert _collect(collector, _Session("osd.0", pids["0"])) == first
+    # Another pid behind the socket (a restarted OSD): read at once.
+    other = _collect(collector, _Session("osd.0", pids["1"]))
+    assert other['cephscope_osd_threads{ceph_daemon="osd.0"}'] == len(
+        read_process(root, pids["1"], PAGE).threads)
+    assert other != first
 
 
 def _snap(threads: dict[int, tuple[str, int]], pid: int = 1, start: int = 10) -> ProcessSnapshot:
