@@ -376,10 +376,11 @@ T = TypeVar("T")
 
 
 class _Flight(Generic[T]):
-    __slots__ = ("done", "error", "result", "started")
+    __slots__ = ("done", "error", "finished", "result", "started")
 
     def __init__(self, started: float) -> None:
         self.started = started
+        self.finished = float("inf")
         self.done = False
         self.result: T | None = None
         self.error: BaseException | None = None
@@ -388,10 +389,15 @@ class _Flight(Generic[T]):
 class SingleFlight(Generic[T]):
     """Concurrent requests share one collection.
 
-    A request joins the collection in flight if that collection started after the request
-    arrived (its data is fresh enough for the request); otherwise it waits for it to end and
-    then starts or joins the next one. N concurrent scrapers therefore cost at most two
-    collections, never N. ``collect(deadline, arrived)`` runs in the thread of the request
+    A request arriving while a collection is in flight joins it and gets its result; one
+    arriving when none is in flight starts one. A request that waited for a worker thread
+    (``--web.max-requests`` busy) gets the result of the collection that was in flight when
+    it arrived, even if that has ended meanwhile. N concurrent scrapers therefore cost one
+    collection, and each waits at most one collection. The price: a reply's data may have
+    been collected up to one collection (well under a second) before its request arrived,
+    less than the jitter of Prometheus' own scrape timing; a scrape that must see a change
+    made before it arrived waits for any collection in flight to end first (sequential
+    scrapes always do). ``collect(deadline, arrived)`` runs in the thread of the request
     that starts the collection, with that request's deadline and arrival time.
     """
 
@@ -399,24 +405,21 @@ class SingleFlight(Generic[T]):
         self._collect = collect
         self._cond = threading.Condition()
         self._flight: _Flight[T] | None = None
+        self._last: _Flight[T] | None = None  # the last finished collection
 
     def get(self, arrived: float, deadline: float) -> T | None:
-        """The result of a collection started at or after ``arrived``; None if none is
+        """The result of the collection in flight, or of a new one; None if it is not
         finished by ``deadline`` (monotonic seconds)."""
         with self._cond:
-            while True:
-                flight = self._flight
-                if flight is None:
+            flight = self._flight
+            last = self._last
+            leader = False
+            if flight is None:
+                if last is not None and last.started <= arrived <= last.finished:
+                    flight = last  # in flight when this request arrived
+                else:
                     flight = self._flight = _Flight(time.monotonic())
                     leader = True
-                    break
-                if flight.started >= arrived:
-                    leader = False
-                    break
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                self._cond.wait(left)
         if leader:
             try:
                 flight.result = self._collect(deadline, arrived)
@@ -425,7 +428,9 @@ class SingleFlight(Generic[T]):
             finally:
                 with self._cond:
                     flight.done = True
+                    flight.finished = time.monotonic()
                     self._flight = None
+                    self._last = flight
                     self._cond.notify_all()
         else:
             with self._cond:

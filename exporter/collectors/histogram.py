@@ -85,6 +85,10 @@ def _matrix(values: Any, rows: int, cols: int) -> list[list[int]]:
     for row in values:
         if not isinstance(row, list) or len(row) != cols:
             raise ValueError(f"histogram row is not {cols} values")
+        for count in row:
+            # A count is a non-negative integer; anything else would break the sums.
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise ValueError(f"histogram count {str(count)[:40]!r} is not a count")
     return values
 
 
@@ -163,6 +167,8 @@ class HistogramCollector(DaemonCollector):
             total = sum(lat_counts)
             latency_sum = perf_osd.get(latency_avg)
             lat_sum = latency_sum.get("sum", 0) if isinstance(latency_sum, dict) else 0
+            if not isinstance(lat_sum, int | float) or isinstance(lat_sum, bool):
+                lat_sum = 0
             size_sum = perf_osd.get(bytes_counter, 0)
             if not isinstance(size_sum, int | float):
                 size_sum = 0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cephscope.exporter.collectors.histogram import Axis, cumulative
+from cephscope.exporter.collectors.histogram import Axis, _matrix, cumulative
 from tests.unit.fake_asok import (
     CEPH_VERSION,
     FIXTURES_ROOT,
@@ -105,3 +105,11 @@ def test_load_capture_collapses_size_axis(tmp_path: Path) -> None:
     assert samples[size + '"8191"}'] == total
     for op in ("r", "w", "rw"):
         assert f'cephscope_osd_op_latency_seconds_count{{ceph_daemon="osd.0",op="{op}"}}' in samples
+
+
+@pytest.mark.parametrize("bad", ["12", True, -1, 1.5, None, [1]])
+def test_a_histogram_count_that_is_not_a_count_is_a_clear_error(bad: object) -> None:
+    # Found by benchmarks/fuzz_scrape.py: a string count raised TypeError in the sums.
+    assert _matrix([[1, 2], [3, 4]], 2, 2) == [[1, 2], [3, 4]]
+    with pytest.raises(ValueError, match="is not a count"):
+        _matrix([[1, 2], [3, bad]], 2, 2)
