@@ -168,7 +168,7 @@ class DaemonSession:
         return decode_response(path, prefix, raw.payload)
 
     def release(self) -> None:
-        """Drop replies and errors at the end of the scrape.
+        """Drop replies and errors once the daemon's collectors are done (idempotent).
 
         A memoised error that was raised holds its traceback, whose frames hold this
         session: a reference cycle keeping every reply of the scrape (megabytes per OSD)

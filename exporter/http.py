@@ -513,7 +513,7 @@ class ExporterServer:
         waiting = MetricFamily(
             "cephscope_scrape_waiting_seconds", "gauge",
             "Seconds the request that started this collection waited for it to start"
-            " (worker queue and an earlier collection); high means the exporter is the"
+            " (for a free worker thread); high means the exporter is the"
             " bottleneck, not the daemons.",
         )
         waiting.add(round(waited, 6))
