@@ -154,7 +154,7 @@ def exposition_shape(body: bytes) -> bytes:
 
 def run(mutations: int, seed: int, promtool_every: int, quiet: bool = False) -> Counter[str]:
     """Run the rounds; return failure counts by kind (empty: all passed) plus 'rounds' and
-    'promtool calls'."""
+    'promtool calls' (runs) and 'promtool checked' (expositions)."""
     promtool = shutil.which("promtool")
     assert promtool, "promtool is needed (Debian: prometheus)"
     rng = random.Random(seed)
@@ -185,7 +185,7 @@ def run(mutations: int, seed: int, promtool_every: int, quiet: bool = False) -> 
         names = sorted(sources)
         shapes_checked: set[bytes] = set()
         pending: list[tuple[int, str, bytes]] = []  # expositions waiting for promtool
-        promtool_calls = 0
+        promtool_calls = promtool_checked = 0
         server = None
         started = time.monotonic()
         try:
@@ -218,6 +218,7 @@ def run(mutations: int, seed: int, promtool_every: int, quiet: bool = False) -> 
                     kind = f"osd.1 series lost ({served})"
                 elif _promtool_due(body, shapes_checked, promtool_every, round_no):
                     pending.append((round_no, served, body))
+                    promtool_checked += 1
                 if len(pending) >= PROMTOOL_BATCH or (pending and round_no == mutations - 1):
                     promtool_calls += 1
                     for bad_round, bad_served, error in promtool_batch(promtool, pending):
@@ -243,6 +244,7 @@ def run(mutations: int, seed: int, promtool_every: int, quiet: bool = False) -> 
             logger.removeHandler(handler)
     failures["rounds"] = mutations
     failures["promtool calls"] = promtool_calls
+    failures["promtool checked"] = promtool_checked
     return failures
 
 
@@ -333,9 +335,10 @@ def main() -> int:
     elapsed = time.monotonic() - started
     rounds = failures.pop("rounds")
     calls = failures.pop("promtool calls")
+    checked = failures.pop("promtool checked")
     print(f"{rounds} mutated replies (seed {args.seed}, Ceph {CEPH_VERSION} captures + "
           f"{MCLOCK_RELEASE} mclock queue), {elapsed:.0f} s ({rounds / elapsed:.0f}/s), "
-          f"promtool on {calls} expositions (every new shape + every "
+          f"promtool on {checked} expositions in {calls} runs (every new shape + every "
           f"{args.promtool_every}. round), load average {os.getloadavg()[0]:.1f}")
     print(f"failures: {sum(failures.values())}" + "".join(
         f"\n  {kind}: {n}" for kind, n in failures.most_common()))
