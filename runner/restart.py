@@ -14,6 +14,7 @@ from typing import Protocol
 from cephscope.exporter.asok import AsokClient, AsokError
 from cephscope.monclient import PgWaitTimeout, wait_pgs_active_clean
 from cephscope.runner.cephclient import CephCli, CephError
+from cephscope.runner.crashpoints import Checkpoint, no_checkpoint
 
 
 class RestartMethod(Protocol):
@@ -103,9 +104,11 @@ class OsdRestarter:
 
     def __init__(self, cli: CephCli, method: RestartMethod | None,
                  osd_asok: Callable[[int], Path | None], *, rolling: bool = False,
-                 timeout_seconds: float = 600.0, poll_seconds: float = 0.5) -> None:
+                 timeout_seconds: float = 600.0, poll_seconds: float = 0.5,
+                 checkpoint: Checkpoint = no_checkpoint) -> None:
         self.cli = cli
         self.method = method
+        self.checkpoint = checkpoint
         self.osd_asok = osd_asok
         self.rolling = rolling
         self.timeout_seconds = timeout_seconds
@@ -124,6 +127,7 @@ class OsdRestarter:
             t0 = time.monotonic()
             self.method.restart(batch, self.timeout_seconds)
             t1 = time.monotonic()
+            self.checkpoint("osd_restart")
             up_since = self.wait_osds_restarted(batch, before)
             self.wait_pgs_active_clean(up_since)
             restart_total += t1 - t0

@@ -43,6 +43,7 @@ from cephscope.runner.clients import (
     require_reachable,
     start_skew,
 )
+from cephscope.runner.crashpoints import Checkpoint, no_checkpoint
 from cephscope.runner.environment import capture as capture_environment
 from cephscope.runner.hostexec import HostExec, LocalHost
 from cephscope.runner.hygiene import Hygiene, HygieneOptions
@@ -131,6 +132,8 @@ class SweepOptions:
     tty: bool | None = None
     clients: tuple[str, ...] | None = None  # overrides the spec's cluster.clients
     ssh: SshSettings = field(default_factory=SshSettings)
+    # a test hook (see cephscope.runner.crashpoints); a no-op for every real run
+    checkpoint: Checkpoint = no_checkpoint
 
 
 @dataclass
@@ -228,7 +231,8 @@ class Sweep:
                                        spec.restart.command) if method else None)
         rolling = spec.restart.rolling if o.rolling is None else o.rolling
         self.config = ConfigManager(self.cli, restart, target.osd_asok, rolling=rolling,
-                                    timeout_seconds=spec.restart.timeout_seconds, log=self.log)
+                                    timeout_seconds=spec.restart.timeout_seconds, log=self.log,
+                                    checkpoint=o.checkpoint)
         # host knobs, cache drops and the environment reach the clients the benchmarks run on
         clients = {c.name: c for c in self.clients}
         self.client_hosts = list(clients) or [CLIENT_HOST]
@@ -729,6 +733,7 @@ class Sweep:
             self.metrics.end_step(ts["ended"])
             rd.write_timestamps(step, ts)
             self._annotate(step, ts)
+            self.opts.checkpoint("result_write")
             rd.finish_step(step, results, ts, report.verified)
             return None
         except (CephError, KnobError, BenchmarkError, OSError, ValueError, KeyError) as exc:
@@ -790,8 +795,12 @@ class Sweep:
               ) -> Callable[[str, LiveSample], None]:
         metrics = self.metrics
         assert metrics is not None
+        first_sample = [True]
 
         def report(mode: str, sample: LiveSample) -> None:
+            if first_sample[0]:  # the step's tool runs
+                first_sample[0] = False
+                self.opts.checkpoint("benchmark")
             if samples is not None:
                 samples.append(sample)
             metrics.live_sample(mode, sample)

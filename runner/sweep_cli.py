@@ -10,6 +10,7 @@ from pathlib import Path
 from cephscope.runner.annotations import TOKEN_ENV
 from cephscope.runner.cephclient import CephError, CephTarget
 from cephscope.runner.clients import SshSettings
+from cephscope.runner.crashpoints import CrashPointError, checkpoint_from_environ
 from cephscope.runner.hygiene import HygieneOptions
 from cephscope.runner.results import ResultsError
 from cephscope.runner.spec import RESTART_METHODS, SSH_OPTION, SpecError
@@ -117,6 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def options_from_args(args: argparse.Namespace, target: CephTarget | None = None) -> SweepOptions:
+    """Raises CrashPointError for a bad test hook value (see cephscope.runner.crashpoints)."""
     return SweepOptions(
         spec_path=args.spec, resume_dir=args.resume, results_dir=args.results_dir,
         dry_run=args.dry_run, conf=args.conf, target=target,
@@ -138,6 +140,7 @@ def options_from_args(args: argparse.Namespace, target: CephTarget | None = None
         ssh=SshSettings(config_file=args.ssh_config, user=args.ssh_user, port=args.ssh_port,
                         identity_file=args.ssh_identity_file, options=tuple(args.ssh_option),
                         connect_timeout=args.ssh_connect_timeout),
+        checkpoint=checkpoint_from_environ(os.environ),
     )
 
 
@@ -160,7 +163,12 @@ def run(args: argparse.Namespace, target: CephTarget | None = None) -> int:
         print(f"cephscope sweep: --baseline {args.baseline}: not a run dir (no run.json)",
               file=sys.stderr)
         return 2
-    sweep = Sweep(options_from_args(args, target))
+    try:
+        opts = options_from_args(args, target)
+    except CrashPointError as exc:
+        print(f"cephscope sweep: {exc}", file=sys.stderr)
+        return 2
+    sweep = Sweep(opts)
     try:
         return sweep.run()
     except SpecError as exc:

@@ -9,14 +9,18 @@ A command for another host runs there through its `HostExec` (SSH) under a small
 guard kills as soon as the SSH session ends — when the runner kills the local ssh, dies, or
 the connection drops — so no benchmark outlives its step on any client. The guard also writes
 the tool's start and end time (the client's clock) to stderr, from which the start skew
-across clients is measured.
+across clients is measured. A tool on this machine gets SIGKILL from the kernel when the
+runner's thread that started it dies (Linux parent-death signal), so a runner killed with
+SIGKILL leaves no benchmark running here either.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -28,6 +32,7 @@ from cephscope.runner.benchmarks.base import BenchmarkError
 from cephscope.runner.hostexec import HostExec, is_local
 
 STDERR_TAIL_CHARS = 2000
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 GUARD_MARK = "cephscope-guard:"
 # Runs on the client: `python3 -c REMOTE_GUARD tool args…` (every element quoted by HostExec).
 REMOTE_GUARD = """\
@@ -82,6 +87,24 @@ def _local_argv(command: ToolCommand) -> tuple[list[str], dict[str, str] | None]
     # Remotely only the tool's own settings travel (CEPH_CONF, CEPH_ARGS), not our environment.
     remote_env = {k: v for k, v in command.env.items() if k.startswith("CEPH_")}
     return command.host.argv(["python3", "-c", REMOTE_GUARD, *command.argv], env=remote_env), None
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A `preexec_fn` that makes the child get SIGKILL when its parent (thread) dies; None
+    where prctl is not available. The child only calls prctl through the libc loaded here,
+    getppid and _exit."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            os._exit(137)
+
+    return arm
 
 
 def guard_times(stderr_path: Path) -> dict[str, float]:
@@ -166,6 +189,8 @@ def run_tools(
                     stderr=stderr_file,
                     env=env,
                     start_new_session=True,
+                    # a local tool dies with the runner; a remote one with its SSH session
+                    preexec_fn=die_with_parent() if env is not None else None,
                 )
             except FileNotFoundError as exc:
                 raise BenchmarkError(f"{what}: tool not found: {command.argv[0]}") from exc

@@ -20,6 +20,7 @@ from typing import Any
 
 from cephscope.exporter.asok import AsokClient, AsokError, decode_response
 from cephscope.runner.cephclient import CephCli, CephError
+from cephscope.runner.crashpoints import Checkpoint, no_checkpoint
 from cephscope.runner.restart import OsdRestarter, RestartMethod
 
 CONFIG_SECTION = "osd"
@@ -100,11 +101,13 @@ class ConfigManager:
     def __init__(self, cli: CephCli, restart_method: RestartMethod | None,
                  osd_asok: Callable[[int], Path | None], *, rolling: bool = False,
                  timeout_seconds: float = 600.0, log: Log = print,
-                 poll_seconds: float = 0.5) -> None:
+                 poll_seconds: float = 0.5, checkpoint: Checkpoint = no_checkpoint) -> None:
         self.cli = cli
         self.osd_asok = osd_asok
         self.restarter = OsdRestarter(cli, restart_method, osd_asok, rolling=rolling,
-                                      timeout_seconds=timeout_seconds, poll_seconds=poll_seconds)
+                                      timeout_seconds=timeout_seconds, poll_seconds=poll_seconds,
+                                      checkpoint=checkpoint)
+        self.checkpoint = checkpoint
         self.log = log
         self.poll_seconds = poll_seconds
         self._option_info: dict[str, dict[str, Any]] = {}
@@ -303,6 +306,7 @@ class ConfigManager:
             if db.get(option) is None or not values_equal(value, db[option] or ""):
                 self.set_option(option, value)
         report.set_seconds = time.monotonic() - t0
+        self.checkpoint("config_apply")
         if restart_opts:
             ids = self.osd_ids()
             wanted = {o: {f"osd.{i}": config[o] for i in ids} for o in restart_opts}
@@ -368,6 +372,7 @@ class ConfigManager:
                     self.set_option(option, value)
             except CephError as exc:
                 problems.append(f"restore {option}: {exc}")
+        self.checkpoint("restore")
         try:
             restart_opts = [o for o in snapshot.running if self.needs_restart(o)]
             stale = self.osds_needing_restart({o: snapshot.running[o] for o in restart_opts})

@@ -1,0 +1,121 @@
+"""The runner killed by SIGKILL at each stage, then `--resume`, on the real dev cluster.
+
+A tiny sweep: two iterations of one restart-only setting (osd_op_num_shards 2, so one OSD
+restart for the steps and one for the restore), rados bench 4 KiB write for 2 s. The runner
+kills itself at the stage (the `CEPHSCOPE_TEST_CRASH_AT` test hook, see
+cephscope.runner.crashpoints): a real process death, nothing of the runner's own cleanup runs.
+Then: no benchmark process outlives it; `--resume` finishes with every step done exactly once
+(the steps done before the kill are not redone), the pre-sweep config and shard count back on
+every OSD, and the run's OSD flags unset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cephscope.deploy.procs import proc_cmdline
+from cephscope.runner.crashpoints import CRASH_ENV
+
+from .test_sweep_live import osd_db_entries, restore_shards, shard_counts  # noqa: F401
+
+SPEC = """\
+iterations: 2
+ceph_config:
+  osd_op_num_shards: [2]
+benchmarks:
+  radosbench:
+    op_size: 4096
+    time: 2
+    concurrent_ops: 8
+    write_only: true
+"""
+# stage -> (the hook's value, steps done when the runner dies)
+CRASHES = {
+    "config_apply": ("config_apply:2", 1),  # step 2's config set, before its verification
+    "osd_restart": ("osd_restart:1", 0),  # step 1's OSDs restarted, PGs not yet waited for
+    "benchmark": ("benchmark:2", 1),  # step 2's rados bench running
+    "result_write": ("result_write:2", 1),  # step 2 measured, its result not written
+    "restore": ("restore:1", 2),  # config db restored, OSDs not yet restarted for it
+}
+
+
+def sweep_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "cephscope.cli", "sweep", *args]
+
+
+def benchmark_processes(devcluster: Any) -> list[tuple[int, list[str]]]:
+    """rados bench processes on this machine working on this dev cluster (its conf in their
+    argv)."""
+    found = []
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        argv = proc_cmdline(pid)
+        if "bench" in argv and any(Path(a).name == "rados" for a in argv) \
+                and str(devcluster.conf_path) in argv:
+            found.append((pid, argv))
+    return found
+
+
+def osd_flags(devcluster: Any) -> set[str]:
+    return set(devcluster.ceph_json("osd", "dump")["flags"].split(","))
+
+
+@pytest.mark.parametrize("stage", list(CRASHES))
+def test_runner_killed_at_stage_then_resumed(devcluster, tmp_path: Path, stage: str,
+                                             restore_shards) -> None:  # noqa: F811
+    shards_before, db_before = restore_shards
+    hook, done_at_crash = CRASHES[stage]
+    spec = tmp_path / "crash.yaml"
+    spec.write_text(SPEC)
+    results = tmp_path / f"crash-{stage}-{os.getpid()}"
+    common = ["--devcluster", str(devcluster.state_dir), "--metrics-linger", "0",
+              "--idle-baseline", "0"]
+    started = time.monotonic()
+    first = subprocess.run(sweep_argv(str(spec), "--results-dir", str(results), *common),
+                           env={**os.environ, CRASH_ENV: hook}, capture_output=True, text=True,
+                           timeout=300, check=False)
+    assert first.returncode == -9, first.stdout + first.stderr  # died by SIGKILL, at the hook
+    # nothing of the killed runner's benchmark goes on
+    deadline = time.monotonic() + 2
+    while benchmark_processes(devcluster):
+        assert time.monotonic() < deadline, benchmark_processes(devcluster)
+        time.sleep(0.1)
+
+    steps = json.loads((results / "run.json").read_text())["steps"]
+    assert len(steps) == 2
+    done_before = {s["id"]: (results / f"step-{s['id']}" / "result.json").stat().st_mtime_ns
+                   for s in steps if (results / f"step-{s['id']}" / "result.json").exists()}
+    assert len(done_before) == done_at_crash, (stage, first.stdout)
+    if stage != "restore":
+        assert "noscrub" in osd_flags(devcluster)  # the killed run left its flags set
+
+    resumed = subprocess.run(sweep_argv("--resume", str(results), *common), capture_output=True,
+                             text=True, timeout=300, check=False)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"{done_at_crash}/2 steps already done" in resumed.stdout
+    # each step not done before ran exactly once now; the others not at all
+    assert resumed.stdout.count(": starting") == 2 - done_at_crash, resumed.stdout
+    for s in steps:
+        result = json.loads((results / f"step-{s['id']}" / "result.json").read_text())
+        assert result["status"] == "done" and result["results"][0]["iops"] > 0
+        assert {v["osd_op_num_shards"] for v in result["config"].values()} == {"2"}
+    for sid, mtime in done_before.items():
+        assert (results / f"step-{sid}" / "result.json").stat().st_mtime_ns == mtime
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["steps_done"] == 2
+    assert sorted(r["step"] for r in summary["rows"]) == sorted(s["id"] for s in steps)
+
+    # the cluster as before the sweep, and nothing left running
+    assert "restored the pre-sweep ceph config" in resumed.stdout
+    assert osd_db_entries(devcluster) == db_before
+    assert shard_counts(devcluster) == shards_before
+    assert not {"noscrub", "nodeep-scrub"} & osd_flags(devcluster)
+    assert not benchmark_processes(devcluster)
+    print(f"\nlive crash at {stage}: kill + resume in {time.monotonic() - started:.1f}s")
