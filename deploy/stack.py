@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -28,6 +29,7 @@ import yaml
 from cephscope.deploy import rootfs
 from cephscope.deploy.placement import Release, release_command
 from cephscope.deploy.procs import exporter_binary, pid_from_file, port_is_free, terminate
+from cephscope.deploy.scrape_auth import ExporterScrapeAuth, ScrapeAuthError, load_scrape_auth
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ALERTS_DIR = REPO_ROOT / "alerts"
@@ -82,8 +84,10 @@ COMPONENTS = (
 )
 
 
-def http_get(url: str, timeout: float = 5.0) -> bytes:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:
+def http_get(url: str, timeout: float = 5.0, context: ssl.SSLContext | None = None,
+             headers: dict[str, str] | None = None) -> bytes:
+    request = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=timeout, context=context) as resp:
         return resp.read()
 
 
@@ -106,6 +110,8 @@ class Stack:
         targets_dir: Path | str | None = None,
         prometheus_release: str = "2",
         runner_port: int | None = None,
+        exporter_web_config: Path | str | None = None,
+        exporter_scrape_config: Path | str | None = None,
     ) -> None:
         self.state_dir = Path(state_dir or default_state_dir()).resolve()
         self.port_base = port_base
@@ -128,6 +134,17 @@ class Stack:
         self.prometheus_release = prometheus_release
         # Another stack's runner port: two Prometheus servers scrape one sweep.
         self._runner_port = runner_port
+        # the exporter behind TLS / client certificates / basic auth (deploy/scrape_auth.py)
+        self.exporter_auth: ExporterScrapeAuth | None = None
+        if exporter_scrape_config is not None and exporter_web_config is None:
+            raise StackError("--exporter-scrape-config needs --exporter-web-config")
+        if exporter_web_config is not None:
+            try:
+                self.exporter_auth = load_scrape_auth(
+                    Path(exporter_web_config).resolve(),
+                    Path(exporter_scrape_config).resolve() if exporter_scrape_config else None)
+            except ScrapeAuthError as exc:
+                raise StackError(str(exc)) from None
         saved = self.state_dir / "stack.json"
         if saved.exists():
             self.port_base = json.loads(saved.read_text())["port_base"]
@@ -154,7 +171,8 @@ class Stack:
 
     @property
     def exporter_url(self) -> str:
-        return self.url(EXPORTER_OFFSET)
+        scheme = self.exporter_auth.scheme if self.exporter_auth else "http"
+        return f"{scheme}://127.0.0.1:{self.port(EXPORTER_OFFSET)}"
 
     @property
     def runner_port(self) -> int:
@@ -182,7 +200,9 @@ class Stack:
             job(RUNNER_JOB, RUNNER_OFFSET, port=self.runner_port),
         ]
         if self.with_exporter:
-            jobs.insert(2, job(EXPORTER_JOB, EXPORTER_OFFSET))
+            jobs.insert(2, job(EXPORTER_JOB, EXPORTER_OFFSET,
+                               **(self.exporter_auth.job_settings() if self.exporter_auth
+                                  else {})))
         if self.targets_dir is not None:
             for name, file in ((EXPORTER_JOB, "exporter.json"), (NODE_JOB, "node.json")):
                 if not (self.targets_dir / file).exists():
@@ -262,6 +282,8 @@ class Stack:
             argv.append(f"--ceph.asok-dir={self.asok_dir}")
         if self.ceph_conf:
             argv.append(f"--ceph.conf={self.ceph_conf}")
+        if self.exporter_auth:
+            argv.append(f"--web.config.file={self.exporter_auth.web_config_path}")
         return argv + self.exporter_args
 
     @staticmethod
@@ -353,6 +375,13 @@ class Stack:
     def _wait_ready(self, component: Component, deadline: float,
                     proc: subprocess.Popen[bytes] | None = None) -> None:
         url = self.url(component.port_offset) + component.ready_path
+        context: ssl.SSLContext | None = None
+        headers: dict[str, str] = {}
+        if component.name == "exporter" and self.exporter_auth is not None:
+            # asked the way Prometheus will ask: the scrape's CA, client certificate, password
+            url = self.exporter_url + component.ready_path
+            context = self.exporter_auth.ssl_context()
+            headers = self.exporter_auth.headers()
         while True:
             # Our own child is asked directly; otherwise by pid file and command line.
             status = proc.poll() if proc is not None else None
@@ -363,8 +392,12 @@ class Stack:
                     f" (killed by signal {-status})" if status < 0 else f" (exit status {status})")
                 raise StackError(f"{component.name} exited at start{how}: {' | '.join(lines[-3:])}")
             try:
-                http_get(url, timeout=2)
+                http_get(url, timeout=2, context=context, headers=headers)
                 return
+            except urllib.error.HTTPError as exc:
+                if exc.code in (401, 403):
+                    raise StackError(f"{component.name} refuses the scrape credentials at "
+                                     f"{url}: HTTP {exc.code}") from None
             except (urllib.error.URLError, OSError):
                 pass
             if time.monotonic() > deadline:

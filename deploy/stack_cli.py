@@ -46,12 +46,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="2: this machine's Prometheus; 3: Prometheus 3.5 from the Debian sid root filesystem "
         "(built and cached like `cephscope devcluster rootfs --release tentacle`)",
     )
+    parser.add_argument(
+        "--exporter-web-config", type=Path, metavar="FILE",
+        help="the exporter's --web.config.file (TLS, client certificates, basic auth); the "
+        "stack's Prometheus scrapes it with --exporter-scrape-config",
+    )
+    parser.add_argument(
+        "--exporter-scrape-config", type=Path, metavar="FILE",
+        help="how Prometheus scrapes that exporter, in Prometheus's keys: tls_config (ca_file, "
+        "cert_file, key_file, server_name), basic_auth (username, password_file); checked "
+        "against the web config before anything starts (see docs/exporter.md)",
+    )
     parser.add_argument("--json", action="store_true", help="status as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
     cluster_dir = args.cluster_state_dir.resolve()
-    stack = Stack(
+    try:
+        stack = make_stack(args, cluster_dir)
+    except StackError as exc:
+        print(f"stack: {exc}", file=sys.stderr)
+        return 2
+    return run_action(args, stack)
+
+
+def make_stack(args: argparse.Namespace, cluster_dir: Path) -> Stack:
+    return Stack(
         args.state_dir,
         port_base=args.port_base,
         asok_dir=args.asok_dir or cluster_dir / "run",
@@ -62,7 +82,12 @@ def run(args: argparse.Namespace) -> int:
         targets_dir=args.targets_dir or (
             cluster_dir / "targets" if (cluster_dir / "targets").is_dir() else None),
         prometheus_release=args.prometheus_release,
+        exporter_web_config=args.exporter_web_config,
+        exporter_scrape_config=args.exporter_scrape_config,
     )
+
+
+def run_action(args: argparse.Namespace, stack: Stack) -> int:
     try:
         if args.action == "up":
             seconds = stack.up()
