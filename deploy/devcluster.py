@@ -845,6 +845,15 @@ class DevCluster:
         self._wait_asok(ids, timeout=timeout)
         return time.monotonic() - started
 
+    def start_daemon(self, daemon: str) -> None:
+        """Start one daemon (`mon.a`, `osd.2`) that is not running, e.g. after it crashed."""
+        kind, _, ident = daemon.partition(".")
+        if daemon not in self._daemon_names():
+            raise DevClusterError(f"no daemon {daemon!r} in this dev cluster")
+        if self._daemon_pid(daemon) is not None:
+            raise DevClusterError(f"{daemon} is already running")
+        self._start_daemon(kind, ident)
+
     def restart_osd(self, osd_id: int, timeout: float = 120) -> float:
         return self.restart_osds([osd_id], timeout=timeout)
 

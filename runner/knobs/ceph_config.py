@@ -382,7 +382,14 @@ class ConfigManager:
                 self.restarter.restart_osds(stale)
             deadline = time.monotonic() + 30.0
             while True:
-                running = self.running_values(snapshot.running)
+                try:
+                    running = self.running_values(snapshot.running)
+                except CephError:
+                    # an OSD that crashed or is starting does not answer yet: ask again
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(self.poll_seconds)
+                    continue
                 wrong = [f"{osd}: {o}={v} (pre-sweep {snapshot.running[o][osd]})"
                          for o in snapshot.running for osd, v in sorted(running[o].items())
                          if osd in snapshot.running[o]

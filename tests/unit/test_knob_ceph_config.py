@@ -134,3 +134,24 @@ def test_argv_restart_substitutes_id_without_shell(tmp_path):
 )
 def test_values_equal(expected, running, kind, same):
     assert values_equal(expected, running, kind) is same
+
+
+def test_restore_waits_for_an_osd_that_does_not_answer_for_a_moment():
+    """An OSD crashed and restarting while the sweep restores: asked again, not given up."""
+
+    class FlakyCluster(FakeCluster):
+        silent_answers = 0
+
+        def json(self, *args: str, timeout: float | None = None) -> Any:
+            if args[1] == "osd.1" and self.silent_answers > 0:
+                self.silent_answers -= 1
+                raise CephError("osd.1: connection refused")
+            return super().json(*args, timeout=timeout)
+
+    cluster = FlakyCluster()
+    cm = manager(cluster)
+    snap = cm.snapshot(["osd_max_backfills"])
+    cm.apply({"osd_max_backfills": 3})
+    cluster.silent_answers = 4
+    assert cm.restore(snap) == []
+    assert cluster.db == {} and cluster.silent_answers == 0
