@@ -24,9 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from cephscope.exporter.webconfig import WebConfig, WebConfigError, load_web_config
+from cephscope.exporter.webconfig import (
+    WebConfig,
+    WebConfigError,
+    load_web_config,
+    load_yaml_mapping,
+)
 
 _SCRAPE_KEYS = frozenset({"scheme", "tls_config", "basic_auth"})
 _TLS_KEYS = frozenset({"ca_file", "cert_file", "key_file", "server_name", "min_version",
@@ -83,13 +86,9 @@ def load_scrape_auth(web_config: Path, scrape_config: Path | None) -> ExporterSc
     where = str(scrape_config)
     if scrape_config is not None:
         try:
-            raw = yaml.safe_load(scrape_config.read_text()) or {}
-        except OSError as exc:
-            raise ScrapeAuthError(f"{where}: cannot read: {exc.strerror}") from None
-        except yaml.YAMLError as exc:
-            raise ScrapeAuthError(f"{where}: not valid YAML: {exc}") from None
-        if not isinstance(raw, dict):
-            raise ScrapeAuthError(f"{where}: top level must be a mapping")
+            raw = load_yaml_mapping(where, "scrape config")
+        except WebConfigError as exc:
+            raise ScrapeAuthError(str(exc)) from None
         scrape = _checked(where, scrape_config.parent, raw)
     _check_against_web_config(where, web, scrape)
     return ExporterScrapeAuth(web_config, web, scrape)

@@ -164,17 +164,23 @@ class WebConfig:
         return True
 
 
-def load_web_config(path: str | None) -> WebConfig:
-    if not path:
-        return WebConfig()
+def load_yaml_mapping(path: str, what: str) -> dict[str, Any]:
+    """A YAML file whose top level is a mapping (empty file: {}); errors name the file."""
     try:
         raw = yaml.safe_load(Path(path).read_text()) or {}
     except OSError as err:
-        raise WebConfigError(f"{path}: cannot read web config: {err.strerror}") from None
+        raise WebConfigError(f"{path}: cannot read {what}: {err.strerror}") from None
     except yaml.YAMLError as err:
         raise WebConfigError(f"{path}: not valid YAML: {err}") from None
     if not isinstance(raw, dict):
         raise WebConfigError(f"{path}: top level must be a mapping")
+    return raw
+
+
+def load_web_config(path: str | None) -> WebConfig:
+    if not path:
+        return WebConfig()
+    raw = load_yaml_mapping(path, "web config")
     unknown = set(raw) - {"tls_server_config", "basic_auth_users", "http_server_config"}
     if unknown:
         raise WebConfigError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}")
