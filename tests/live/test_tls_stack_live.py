@@ -98,8 +98,9 @@ def test_prometheus_scrapes_through_tls_client_cert_and_basic_auth(devcluster, t
     # no client certificate, or one another CA signed: no HTTP answer, the TLS layer refuses
     for cert in (None, (pki.other_client_cert, pki.other_client_key)):
         code, status, err = curl(url, pki, f"prometheus:{PASSWORD}", cert)
+        # the server ends the handshake (an alert, or the connection closed): curl has no reply
         assert code != 0 and status == "000", (cert, code, status, err)
-        assert "alert" in err.lower() or "certificate" in err.lower(), err
+        assert curl(url, pki, f"prometheus:{PASSWORD}", client)[:2] == (0, "200")
 
     # min_version TLS13: a client that speaks at most TLS 1.2 is refused in the handshake
     port = int(stack.exporter_url.rsplit(":", 1)[1])
