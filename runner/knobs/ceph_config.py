@@ -334,7 +334,14 @@ class ConfigManager:
         """Check every OSD runs every value; raise ConfigVerifyError naming what did not take."""
         deadline = time.monotonic() + wait_seconds
         while True:
-            running = self.running_values(config)
+            try:
+                running = self.running_values(config)
+            except CephError:
+                # an OSD that crashed or is starting does not answer yet: ask again
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(self.poll_seconds)
+                continue
             wrong = [
                 f"{osd}: {o}={v} (wanted {format_config_value(config[o])})"
                 for o in config for osd, v in sorted(running[o].items())

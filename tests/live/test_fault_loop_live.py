@@ -6,8 +6,10 @@ For 3 minutes an OSD is killed with SIGKILL (by its pid file's pid) and started 
 - right after each kill the exporter reports exactly the killed OSD down, the others up, and
   Prometheus never saw any other daemon down;
 - the exporter never restarted (same pid, same start time);
-- the runner finished: each step is done or failed with its reason (the policy: a step a fault
-  breaks fails and is retried by `--resume`), and the pre-sweep config is back.
+- the runner finished and the pre-sweep config is back; each step is done, or failed with its
+  reason while a fault was on (the policy: config verification waits up to 30 s for an OSD
+  that does not answer; a step a fault breaks beyond that fails, `--resume` retries it), and
+  at least half of the steps are done.
 Then the mon is killed for 30 s: the OSDs' series go on from the admin sockets, topology falls
 back to the OSDs' own config (`cephscope_topology_mon_up` 0, `cephscope_osd_info` kept) and
 recovers once the mon is back. The cluster is left HEALTH_OK.
@@ -141,7 +143,13 @@ def test_osd_kill_loop_during_a_sweep_then_mon_down(devcluster, fault_stack, tmp
             failure = json.loads((d / "failure.json").read_text())
             assert failure["error"].strip(), failure  # failed with its reason
             failed.append((s["id"], failure["error"][:100]))
-    assert done, out
+            # a fault fails only the step it hits: this one ran while an OSD was down or
+            # coming back (config verification waits up to 30 s for an OSD to answer)
+            began = failure["timestamps"]["config_start"]
+            ended = (d / "failure.json").stat().st_mtime
+            assert any(began - 1 <= back + 35 and ended >= killed - 1
+                       for _d, killed, back in kills), (s["id"], began, ended, kills)
+    assert len(done) >= len(steps) // 2, (done, failed)
     assert returncode == (1 if failed else 0)
 
     # Prometheus: every scrape in time, the target never down, no daemon but a killed OSD down

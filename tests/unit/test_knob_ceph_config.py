@@ -155,3 +155,25 @@ def test_restore_waits_for_an_osd_that_does_not_answer_for_a_moment():
     cluster.silent_answers = 4
     assert cm.restore(snap) == []
     assert cluster.db == {} and cluster.silent_answers == 0
+
+
+def test_apply_waits_for_an_osd_that_does_not_answer_for_a_moment():
+    """An OSD restarting after a crash while a step applies its config: the step waits for it
+    (within the verify window) instead of failing, and so does every step after it."""
+
+    class FlakyCluster(FakeCluster):
+        silent_answers = 0
+
+        def json(self, *args: str, timeout: float | None = None) -> Any:
+            if args[1] == "osd.2" and self.silent_answers > 0:
+                self.silent_answers -= 1
+                raise CephError("osd.2: connection refused")
+            return super().json(*args, timeout=timeout)
+
+    cluster = FlakyCluster()
+    cm = manager(cluster)
+    cm.snapshot(["osd_max_backfills"])
+    cluster.silent_answers = 5
+    report = cm.apply({"osd_max_backfills": 3})
+    assert report.verified["osd.2"]["osd_max_backfills"] == "3"
+    assert cluster.silent_answers == 0
