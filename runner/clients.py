@@ -3,6 +3,10 @@ flags, checked before the sweep changes anything, and their start/end per step."
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import shutil
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +31,8 @@ class SshSettings:
     identity_file: Path | None = None
     options: tuple[str, ...] = ()
     connect_timeout: int = 10
+    # one multiplexed master connection per client for the run (ControlMaster)
+    multiplex: bool = True
 
     def merged(self, hosts: HostsSpec, default_config: Path | None = None) -> SshSettings:
         return SshSettings(
@@ -38,6 +44,7 @@ class SshSettings:
             or (Path(hosts.ssh_identity_file) if hosts.ssh_identity_file else None),
             options=(*hosts.ssh_options, *self.options),
             connect_timeout=self.connect_timeout,
+            multiplex=self.multiplex,
         )
 
 
@@ -53,6 +60,29 @@ def build_clients(names: Sequence[str], ssh: SshSettings, control_dir: Path | No
                     options=ssh.options, control_dir=control_dir,
                     connect_timeout=ssh.connect_timeout, config_file=ssh.config_file)
             for name in names]
+
+
+def ssh_control_dir(run_key: Path) -> Path:
+    """A short private dir for ssh's multiplexing sockets of one run (a unix socket path must
+    stay under 108 bytes, and %C names a 40-character socket), the same for the run and its
+    `--resume`, so that a resumed run reuses and then ends the masters of the killed one."""
+    digest = hashlib.sha256(str(Path(run_key).resolve()).encode()).hexdigest()[:12]
+    path = Path(tempfile.gettempdir()) / f"cephscope-ssh-{digest}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    if path.stat().st_mode & 0o077 or path.is_symlink():
+        raise ClientsError(f"{path}: not a private directory (mode {path.stat().st_mode & 0o777:o})"
+                           "; remove it")
+    return path
+
+
+def close_clients(clients: Sequence[HostExec], control_dir: Path | None) -> None:
+    """End every client's multiplexing master and remove the run's socket dir."""
+    for client in clients:
+        if isinstance(client, SshHost):
+            client.close()
+    if control_dir is not None:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(control_dir)
 
 
 def require_reachable(clients: Sequence[HostExec], timeout: float = 30) -> None:

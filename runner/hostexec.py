@@ -11,6 +11,7 @@ quoted with `shlex.quote`, so a value from a spec is one argument there as it is
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 LOCAL_HOST_NAMES = ("local", "localhost")
+# A peer that stops answering (host gone, cable pulled) is given up after INTERVAL x COUNT
+# seconds: without it a session (or the multiplexing master carrying every session to that
+# host) would wait for TCP's own timeout, minutes.
+SERVER_ALIVE_INTERVAL = 2
+SERVER_ALIVE_COUNT_MAX = 3
+# An idle multiplexing master stays this long (a killed runner leaves it behind this long).
+CONTROL_PERSIST_SECONDS = 30
 
 
 class HostExecError(RuntimeError):
@@ -86,7 +94,9 @@ class LocalHost:
 @dataclass
 class SshHost:
     """Another host, reached with the OpenSSH client: BatchMode (never a password prompt), a
-    connect timeout, and one multiplexed master connection per host (ControlMaster)."""
+    connect timeout, keep-alives, and with a `control_dir` one multiplexed master connection
+    per host (ControlMaster), ended by `close`. The user's `options` come first: ssh keeps the
+    first value it is given for an option, so they override these defaults."""
 
     name: str
     user: str | None = None
@@ -103,12 +113,15 @@ class SshHost:
         argv = [self.ssh_bin]
         if self.config_file is not None:
             argv += ["-F", str(self.config_file)]
-        argv += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}"]
-        if self.control_dir is not None:
-            argv += ["-o", "ControlMaster=auto", "-o", "ControlPersist=60",
-                     "-o", f"ControlPath={self.control_dir}/%C"]
         for option in self.options:
             argv += ["-o", option]
+        argv += ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.connect_timeout}",
+                 "-o", f"ServerAliveInterval={SERVER_ALIVE_INTERVAL}",
+                 "-o", f"ServerAliveCountMax={SERVER_ALIVE_COUNT_MAX}"]
+        if self.control_dir is not None:
+            argv += ["-o", "ControlMaster=auto",
+                     "-o", f"ControlPersist={CONTROL_PERSIST_SECONDS}",
+                     "-o", f"ControlPath={self.control_dir}/%C"]
         if self.user:
             argv += ["-l", self.user]
         if self.port:
@@ -116,6 +129,14 @@ class SshHost:
         if self.identity_file:
             argv += ["-i", str(self.identity_file)]
         return [*argv, self.name, "--"]
+
+    def close(self) -> None:
+        """End the multiplexing master connection, if one runs (`ssh -O exit`)."""
+        if self.control_dir is None:
+            return
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            subprocess.run([*self.ssh_argv()[:-2], "-O", "exit", self.name],
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=10, check=False)
 
     def argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
         # ssh joins its arguments with spaces for the remote shell: hand it one quoted line.

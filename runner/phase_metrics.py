@@ -15,6 +15,9 @@ Series (see docs/metrics.md, section "Runner"):
     cephscope_client_ops_per_second{run, step, mode}    while running (last per-second sample)
     cephscope_client_bytes_per_second{run, step, mode}
     cephscope_client_latency_seconds{run, step, mode}
+    cephscope_step_client_ops_per_second{run, step, mode, client}   the same per client of a
+    cephscope_step_client_bytes_per_second{run, step, mode, client}  step run on several
+    cephscope_step_client_latency_seconds{run, step, mode, client}   clients
     cephscope_step_baseline_latency_seconds{run, step, mode, stat, baseline_run}   with --baseline
     cephscope_step_baseline_iops{run, step, mode, baseline_run}
 
@@ -26,7 +29,7 @@ families afresh from the sweep's state instead of keeping registered metrics.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from wsgiref.simple_server import WSGIServer
 
@@ -43,6 +46,8 @@ class _Running:
     step: Step
     mode: str = ""
     live: dict[str, LiveSample] = field(default_factory=dict)  # mode -> last sample
+    # (client, mode) -> last sample of that client alone (steps run on several clients)
+    client_live: dict[tuple[str, str], LiveSample] = field(default_factory=dict)
     baseline: dict[str, dict[str, float]] = field(default_factory=dict)  # mode -> figures
 
 
@@ -102,6 +107,11 @@ class PhaseMetrics(Collector):
             if self._running is not None:
                 self._running.live[mode] = sample
 
+    def live_client_sample(self, client: str, mode: str, sample: LiveSample) -> None:
+        with self._lock:
+            if self._running is not None:
+                self._running.client_live[(client, mode)] = sample
+
     def end_step(self, end_ts: float) -> None:
         with self._lock:
             if self._running is not None:
@@ -129,6 +139,7 @@ class PhaseMetrics(Collector):
             dead = dict(self._dead)
             done, failed = self._done, self._failed
             live = dict(running.live) if running else {}
+            client_live = dict(running.client_live) if running else {}
             mode = running.mode if running else ""
         run = {"run": self.run_id}
 
@@ -178,6 +189,7 @@ class PhaseMetrics(Collector):
         yield family("cephscope_client_latency_seconds",
                      "Client average latency over the last second as the tool reports it.",
                      lat_rows)
+        yield from self._client_families(running, client_live, family)
         base_lat, base_iops = [], []
         if running is not None and self.baseline_run:
             for m, figures in running.baseline.items():
@@ -193,6 +205,29 @@ class PhaseMetrics(Collector):
                      "The baseline run's latency for the running step (same step id).", base_lat)
         yield family("cephscope_step_baseline_iops",
                      "The baseline run's IOPS for the running step (same step id).", base_iops)
+
+    def _client_families(self, running: _Running | None,
+                         client_live: Mapping[tuple[str, str], LiveSample],
+                         family: Callable[[str, str, list[tuple[dict[str, str], float]]], Metric],
+                         ) -> Iterator[Metric]:
+        """Per-client live figures: separate families, so that a sum over the step series
+        never counts a client twice."""
+        rows: dict[str, list[tuple[dict[str, str], float]]] = {"ops": [], "bytes": [], "lat": []}
+        if running is not None:
+            for (client, m), sample in sorted(client_live.items()):
+                lab = {"run": self.run_id, "step": running.step.id, "mode": m, "client": client}
+                for key, value in (("ops", sample.ops_per_second),
+                                   ("bytes", sample.bytes_per_second),
+                                   ("lat", sample.latency_seconds)):
+                    if value is not None:
+                        rows[key].append((lab, value))
+        yield family("cephscope_step_client_ops_per_second",
+                     "Operations per second of one client of the running step.", rows["ops"])
+        yield family("cephscope_step_client_bytes_per_second",
+                     "Bytes per second of one client of the running step.", rows["bytes"])
+        yield family("cephscope_step_client_latency_seconds",
+                     "Average latency over the last second of one client of the running step.",
+                     rows["lat"])
 
     def registry(self) -> CollectorRegistry:
         """A registry holding only these families (no process/platform collectors)."""

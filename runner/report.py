@@ -18,6 +18,8 @@ from typing import Any
 from cephscope.runner.benchmarks import BENCHMARKS
 from cephscope.runner.clients import per_client_rows
 from cephscope.runner.recovery import phase_key
+from cephscope.runner.report_hosts import Table, blamed_place, device_table, nic_table
+from cephscope.runner.report_hosts import client_table as step_client_table
 from cephscope.runner.report_plots import plot_axes, plot_cores, plot_heatmaps, plot_thread_groups
 from cephscope.runner.report_releases import report_sections as release_sections
 from cephscope.runner.results import (
@@ -127,7 +129,8 @@ def likely_bottleneck(row: Row) -> str:
         return "n/a (no system metrics)"
     if s.disk_util_ratio is not None and s.disk_util_ratio >= SATURATION_RATIO:
         detail = f", await {s.disk_await_seconds * 1e3:.1f} ms" if s.disk_await_seconds else ""
-        return f"disk {s.disk_device} ({s.disk_util_ratio * 100:.0f}% busy{detail})"
+        return (f"disk {blamed_place(s.disk_host, s.disk_device)} "
+                f"({s.disk_util_ratio * 100:.0f}% busy{detail})")
     if s.cpu_busy_ratio is not None and s.cpu_busy_ratio >= SATURATION_RATIO:
         return f"CPU ({s.cpu_busy_ratio * 100:.0f}% busy on {s.cpu_instance or 'host'})"
     core = s.max_core
@@ -254,12 +257,9 @@ class Report:
     rows: list[Row]
 
 
-Table = tuple[str, list[str], list[list[str]]]  # title, header, body
-
-
 def system_tables(row: Row) -> list[Table]:
     """Per-host tables of one (step, mode): CPU by mode, OSD devices, NICs, OSD thread groups,
-    per-OSD p99. Every table has a host column (Prometheus' `instance`)."""
+    per-OSD p99, clients. Every table has a host column (the `host` label, else `instance`)."""
     s = row.system
     tables: list[Table] = []
     if s.cpu_modes or s.cores:
@@ -277,16 +277,9 @@ def system_tables(row: Row) -> list[Table]:
         tables.append(("CPU per host", ["host", "busy %", "user %", "system %", "iowait %",
                                         "busy cores", "max core %"], body))
     if s.devices:
-        tables.append(("OSD devices" if s.osd_devices_only else "disks (all devices)",
-                       ["host", "device", "IOPS", "await ms", "util %", "read MiB/s",
-                        "write MiB/s"],
-                       [[d.host, d.device, _fmt(d.iops, digits=0), _fmt(d.await_seconds, 1e3, 2),
-                         _fmt(d.util_ratio, 100), _fmt(d.read_bytes_per_second, 1 / 2**20),
-                         _fmt(d.write_bytes_per_second, 1 / 2**20)] for d in s.devices]))
+        tables.append(device_table(s, _fmt))
     if s.nics:
-        tables.append(("NICs", ["host", "device", "rx MiB/s", "tx MiB/s"],
-                       [[n.host, n.device, _fmt(n.receive_bytes_per_second, 1 / 2**20),
-                         _fmt(n.transmit_bytes_per_second, 1 / 2**20)] for n in s.nics]))
+        tables.append(nic_table(s, _fmt))
     busy_groups = {k: v for k, v in s.thread_groups.items() if v >= THREAD_GROUP_MIN_CPU}
     if busy_groups:
         tables.append((f"OSD thread groups (>= {THREAD_GROUP_MIN_CPU:g} CPU s/s)",
@@ -296,6 +289,9 @@ def system_tables(row: Row) -> list[Table]:
     if s.osd_p99_by_daemon:
         tables.append(("OSD-side p99 per OSD", ["OSD", "p99 ms"],
                        [[d, _fmt(v, 1e3, 2)] for d, v in sorted(s.osd_p99_by_daemon.items())]))
+    clients = step_client_table(row.result, _fmt)
+    if clients is not None:
+        tables.append(clients)
     return tables
 
 

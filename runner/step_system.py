@@ -5,8 +5,9 @@ made online.
 Per window: the busiest host's CPU (the headline), per-host CPU by mode (user, system, iowait),
 per-core busy fractions (the busiest core), per OSD device IOPS / await / util, per NIC rx / tx,
 OSD thread-group CPU seconds per second, and OSD-side latency percentiles from the deltas of the
-OSD latency histogram buckets over the window. Every per-host figure keeps Prometheus'
-`instance` label as its host.
+OSD latency histogram buckets over the window. Every per-host figure is keyed by the series'
+`host` label (the file_sd targets of a multi-host cluster carry it), else by Prometheus'
+`instance` (a single host, or targets without the label); see `host_of`.
 """
 
 from __future__ import annotations
@@ -24,20 +25,77 @@ OSD_PERCENTILES = ("50", "99", "99.9")
 Window = tuple[float, float]
 
 
+def host_of(labels: Mapping[str, str]) -> str:
+    """The host a series belongs to: its `host` label where the scrape target carries one,
+    else Prometheus' `instance` (host:port of the target)."""
+    return labels.get("host") or labels.get("instance", "")
+
+
+# (host, name, value) triples; host "" stands for any host (series without a `host` label)
+HostKeyed = frozenset[tuple[str, str, str]]
+
+
 @dataclass(frozen=True)
 class OsdTopology:
     """Devices and interfaces the OSDs use (from cephscope_osd_device_info /
-    cephscope_osd_network_info), to keep other disks and NICs of the host out of the figures."""
+    cephscope_osd_network_info), to keep other disks and NICs of the host out of the figures,
+    and to name them: which OSDs a device serves, which Ceph network (public / cluster) an
+    interface carries."""
 
     devices: frozenset[str] = frozenset()
     interfaces: frozenset[str] = frozenset()
+    # (host label or "", device, ceph_daemon) of every OSD device
+    device_osds: HostKeyed = frozenset()
+    # (host label or "", interface, network) of every OSD network
+    interface_networks: HostKeyed = frozenset()
+
+    def _names(self, entries: HostKeyed, host: str, name: str) -> str:
+        """Comma-joined values for (host, name); entries without a host label match by name
+        alone (a single-host run keys its node_exporter series by instance, which differs from
+        the exporter's)."""
+        exact = {v for h, n, v in entries if h and h == host and n == name}
+        if not exact:
+            exact = {v for h, n, v in entries if not h and n == name}
+        return ",".join(sorted(exact, key=_natural))
+
+    def is_osd_device(self, host: str, device: str) -> bool:
+        """Whether a disk series of `host` is an OSD's device. Where the exporters' series
+        carry `host` labels the pair must match: /proc/diskstats is not per network
+        namespace, so every namespace host's node_exporter lists every OSD's device."""
+        if any(h for h, _n, _v in self.device_osds):
+            return any(h == host and n == device for h, n, _v in self.device_osds)
+        return device in self.devices
+
+    def osds_of(self, host: str, device: str) -> str:
+        return self._names(self.device_osds, host, device)
+
+    def network_of(self, host: str, interface: str) -> str:
+        """"public", "cluster", "public,cluster" (one NIC carries both) or "" (not an OSD's)."""
+        return self._names(self.interface_networks, host, interface)
+
+
+def _natural(text: str) -> tuple[str, int]:
+    """Sort key: osd.2 before osd.10."""
+    head, _sep, tail = text.rpartition(".")
+    return (head, int(tail)) if tail.isdigit() else (text, -1)
 
 
 def topology_from_series(device_series: Iterable[Mapping[str, Any]],
                          network_series: Iterable[Mapping[str, Any]]) -> OsdTopology:
-    devices = {s.get("metric", {}).get("device") for s in device_series}
-    interfaces = {s.get("metric", {}).get("interface") for s in network_series}
-    return OsdTopology(frozenset(d for d in devices if d), frozenset(i for i in interfaces if i))
+    devices, interfaces = set(), set()
+    device_osds, interface_networks = set(), set()
+    for series in device_series:
+        m = series.get("metric", {})
+        if m.get("device"):
+            devices.add(m["device"])
+            device_osds.add((m.get("host", ""), m["device"], m.get("ceph_daemon", "?")))
+    for series in network_series:
+        m = series.get("metric", {})
+        if m.get("interface"):
+            interfaces.add(m["interface"])
+            interface_networks.add((m.get("host", ""), m["interface"], m.get("network", "?")))
+    return OsdTopology(frozenset(devices), frozenset(interfaces), frozenset(device_osds),
+                       frozenset(interface_networks))
 
 
 def topology_in(prometheus: Mapping[str, Any]) -> OsdTopology:
@@ -57,6 +115,7 @@ class DeviceFigures:
     util_ratio: float | None
     read_bytes_per_second: float | None
     write_bytes_per_second: float | None
+    osds: str = ""  # the OSDs on this device ("osd.0,osd.3"), "" when not known
 
 
 @dataclass(frozen=True)
@@ -65,6 +124,7 @@ class NicFigures:
     device: str
     receive_bytes_per_second: float
     transmit_bytes_per_second: float
+    network: str = ""  # the Ceph network it carries: "public", "cluster" or both, "" unknown
 
 
 @dataclass
@@ -72,13 +132,15 @@ class SystemFigures:
     """Window means of the system metrics (None / empty when not available)."""
 
     cpu_busy_ratio: float | None = None
-    cpu_instance: str | None = None
+    cpu_instance: str | None = None  # the busiest host (see `host_of`)
     disk_util_ratio: float | None = None
     disk_device: str | None = None
+    disk_host: str | None = None
     disk_await_seconds: float | None = None
     disk_iops: float | None = None
     nic_bytes_per_second: float | None = None
     nic_device: str | None = None
+    nic_host: str | None = None
     osd_ops_per_second: float | None = None
     osd_op_latency_seconds: float | None = None
     # disk/NIC figures limited to the OSDs' devices (False: every device of the host)
@@ -271,22 +333,23 @@ def summarize_system(prometheus: Mapping[str, Any] | None,
         entry = queries.get(name)
         found = series_means(entry, window) if isinstance(entry, Mapping) else []
         if name.startswith("disk_") and topology.devices:
-            found = [(m, v) for m, v in found if m.get("device") in topology.devices]
+            found = [(m, v) for m, v in found
+                     if topology.is_osd_device(host_of(m), m.get("device", ""))]
         if name.startswith("nic_") and topology.interfaces:
             found = [(m, v) for m, v in found if m.get("device") in topology.interfaces]
         return found
 
     def by_host_device(name: str) -> dict[tuple[str, str], float]:
-        return {(m.get("instance", ""), m.get("device", "?")): v for m, v in means(name)}
+        return {(host_of(m), m.get("device", "?")): v for m, v in means(name)}
 
     cpu = means("cpu_busy_ratio")
     if cpu:
         labels, value = max(cpu, key=lambda lv: lv[1])
-        figures.cpu_busy_ratio, figures.cpu_instance = value, labels.get("instance")
+        figures.cpu_busy_ratio, figures.cpu_instance = value, host_of(labels)
     for labels, value in means("cpu_mode_ratio"):
-        figures.cpu_modes.setdefault(labels.get("instance", ""), {})[labels.get("mode", "?")] = value
+        figures.cpu_modes.setdefault(host_of(labels), {})[labels.get("mode", "?")] = value
     for labels, value in means("cpu_core_busy_ratio"):
-        figures.cores[(labels.get("instance", ""), labels.get("cpu", "?"))] = value
+        figures.cores[(host_of(labels), labels.get("cpu", "?"))] = value
 
     util = by_host_device("disk_util_ratio")
     awaits = by_host_device("disk_await_seconds")
@@ -297,20 +360,23 @@ def summarize_system(prometheus: Mapping[str, Any] | None,
         iops = (reads.get(key, 0.0) + writes.get(key, 0.0)
                 if key in reads or key in writes else None)
         figures.devices.append(DeviceFigures(key[0], key[1], iops, awaits.get(key), util.get(key),
-                                             read_bytes.get(key), write_bytes.get(key)))
+                                             read_bytes.get(key), write_bytes.get(key),
+                                             topology.osds_of(*key)))
     busiest = max((d for d in figures.devices if d.util_ratio is not None),
                   key=lambda d: d.util_ratio or 0.0, default=None)
     if busiest is not None:
         figures.disk_util_ratio, figures.disk_device = busiest.util_ratio, busiest.device
+        figures.disk_host = busiest.host
         figures.disk_await_seconds, figures.disk_iops = busiest.await_seconds, busiest.iops
 
     rx, tx = by_host_device("nic_receive_bytes_per_second"), by_host_device(
         "nic_transmit_bytes_per_second")
     for key in sorted(set(rx) | set(tx)):
-        figures.nics.append(NicFigures(key[0], key[1], rx.get(key, 0.0), tx.get(key, 0.0)))
+        figures.nics.append(NicFigures(key[0], key[1], rx.get(key, 0.0), tx.get(key, 0.0),
+                                       topology.network_of(*key)))
     if figures.nics:
         top = max(figures.nics, key=lambda n: n.receive_bytes_per_second + n.transmit_bytes_per_second)
-        figures.nic_device = top.device
+        figures.nic_device, figures.nic_host = top.device, top.host
         figures.nic_bytes_per_second = top.receive_bytes_per_second + top.transmit_bytes_per_second
 
     osd_ops = means("osd_ops_per_second")
@@ -320,7 +386,7 @@ def summarize_system(prometheus: Mapping[str, Any] | None,
     if osd_lat:
         figures.osd_op_latency_seconds = statistics.fmean(v for _m, v in osd_lat)
     for labels, value in means("osd_thread_cpu_seconds_per_second"):
-        key = (labels.get("instance", ""), labels.get("ceph_daemon", "?"),
+        key = (host_of(labels), labels.get("ceph_daemon", "?"),
                labels.get("thread_group", "?"))
         figures.thread_groups[key] = value
     histograms = queries.get("osd_op_latency_bucket")

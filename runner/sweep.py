@@ -40,7 +40,9 @@ from cephscope.runner.clients import (
     SshSettings,
     build_clients,
     client_windows,
+    close_clients,
     require_reachable,
+    ssh_control_dir,
     start_skew,
 )
 from cephscope.runner.crashpoints import Checkpoint, no_checkpoint
@@ -179,6 +181,7 @@ class Sweep:
         self.failed: list[str] = []
         self.touched_cluster = False
         self.clients: list[HostExec] = []  # empty: benchmarks run on this machine
+        self.ssh_control_dir: Path | None = None  # the clients' multiplexing sockets
         self.client_hosts: list[str] = [CLIENT_HOST]
         self.host_for: Callable[[str], HostExec] = lambda name: LocalHost()
         self.release: str | None = None  # the release the cluster was rebuilt on by this run
@@ -214,7 +217,10 @@ class Sweep:
         names = o.clients if o.clients is not None else spec.hosts.clients
         ssh = o.ssh.merged(spec.hosts, target.ssh_config)
         try:
-            self.clients = build_clients(names, ssh, control_dir=None)
+            if names and ssh.multiplex and not o.dry_run:
+                run_key = o.resume_dir or o.results_dir or o.spec_path
+                self.ssh_control_dir = ssh_control_dir(Path(run_key or "."))
+            self.clients = build_clients(names, ssh, control_dir=self.ssh_control_dir)
         except ClientsError as exc:
             raise SweepError(str(exc)) from exc
         if not Path(target.conf_path).exists():
@@ -487,6 +493,7 @@ class Sweep:
                                        else plan.steps)
         if self.cli is not None:
             self.cli.close()
+        close_clients(self.clients, self.ssh_control_dir)
 
     # ---- a sweep across releases -----------------------------------------------------------------
 
@@ -674,6 +681,7 @@ class Sweep:
                 pool=pool, data_pool=data_pool, step_dir=step_dir, run_id=rd.run_id,
                 step_id=step.id,
                 report_progress=self._live(progress, samples),
+                report_client_progress=self.metrics.live_client_sample,
                 env={**os.environ, "CEPH_CONF": str(self.cli.conf_path)},
                 timeout_seconds=self.opts.step_timeout_seconds
                 or max(600.0, 3 * cls.estimated_seconds(params)),

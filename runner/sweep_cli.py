@@ -74,6 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="extra ssh -o option (repeatable)")
     hosts.add_argument("--ssh-connect-timeout", type=int, default=10, metavar="SECONDS",
                        help="ssh ConnectTimeout (default: %(default)s)")
+    hosts.add_argument("--no-ssh-multiplex", dest="ssh_multiplex", action="store_false",
+                       help="a new SSH connection per command instead of one multiplexed "
+                       "master connection per client for the run")
     obs = parser.add_argument_group("observability")
     obs.add_argument("--metrics-port", type=int,
                      help="serve the runner's /metrics on 127.0.0.1:PORT (phase tagging)")
@@ -139,7 +142,8 @@ def options_from_args(args: argparse.Namespace, target: CephTarget | None = None
         clients=tuple(n for n in args.clients.split(",") if n) if args.clients else None,
         ssh=SshSettings(config_file=args.ssh_config, user=args.ssh_user, port=args.ssh_port,
                         identity_file=args.ssh_identity_file, options=tuple(args.ssh_option),
-                        connect_timeout=args.ssh_connect_timeout),
+                        connect_timeout=args.ssh_connect_timeout,
+                        multiplex=args.ssh_multiplex),
         checkpoint=checkpoint_from_environ(os.environ),
     )
 

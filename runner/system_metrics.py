@@ -8,8 +8,9 @@ Ceph's own exporter names (`ceph_osd_op*`), which cephscope's exporter keeps unc
 Everything the report needs is stored (prometheus.json), so a report without Prometheus equals
 one with it: the OSDs' devices and interfaces (topology info series) and the raw cumulative
 bucket counters of the OSD latency histograms (the report takes their deltas over each mode's
-window) are pulled along with the rates. Series keep their `instance` label, so every per-host
-table has a host dimension.
+window) are pulled along with the rates. Series keep their `instance` label and, where the
+targets carry one (file_sd targets of a multi-host cluster), their `host` label, so every
+per-host table has a host dimension, named after the host when it is known.
 """
 
 from __future__ import annotations
@@ -28,14 +29,16 @@ AUTO_RATE_WINDOW = "auto"
 
 SYSTEM_QUERIES: Mapping[str, str] = {
     # CPU busy fraction per host (all CPUs together, 0..1)
-    "cpu_busy_ratio": 'sum by (instance) (rate(node_cpu_seconds_total{{mode!="idle"}}[{w}]))'
-                      ' / on(instance) count by (instance) (node_cpu_seconds_total{{mode="idle"}})',
+    "cpu_busy_ratio": 'sum by (instance, host) (rate(node_cpu_seconds_total{{mode!="idle"}}[{w}]))'
+                      ' / on(instance, host) count by (instance, host)'
+                      ' (node_cpu_seconds_total{{mode="idle"}})',
     # per host and CPU mode (user, system, iowait, ...), fraction of all the host's CPUs
-    "cpu_mode_ratio": 'sum by (instance, mode) (rate(node_cpu_seconds_total{{mode!="idle"}}[{w}]))'
-                      ' / on(instance) group_left count by (instance)'
+    "cpu_mode_ratio": 'sum by (instance, host, mode)'
+                      ' (rate(node_cpu_seconds_total{{mode!="idle"}}[{w}]))'
+                      ' / on(instance, host) group_left count by (instance, host)'
                       ' (node_cpu_seconds_total{{mode="idle"}})',
     # per core: busy fraction of one CPU (iowait is waiting, not work: left out)
-    "cpu_core_busy_ratio": 'sum by (instance, cpu) '
+    "cpu_core_busy_ratio": 'sum by (instance, host, cpu) '
                            '(rate(node_cpu_seconds_total{{mode!~"idle|iowait"}}[{w}]))',
     # disks: utilisation, IOPS, bandwidth, average await
     "disk_util_ratio": "rate(node_disk_io_time_seconds_total[{w}])",
@@ -59,10 +62,10 @@ SYSTEM_QUERIES: Mapping[str, str] = {
     "osd_op_w_latency_seconds": "rate(ceph_osd_op_w_latency_sum[{w}])"
                                 " / rate(ceph_osd_op_w_latency_count[{w}])",
     # OSD thread groups (tp_osd_tp, msgr-worker, bstore_kv_sync, ...): CPU seconds per second
-    "osd_thread_cpu_seconds_per_second": "sum by (instance, ceph_daemon, thread_group)"
+    "osd_thread_cpu_seconds_per_second": "sum by (instance, host, ceph_daemon, thread_group)"
                                          " (rate(cephscope_osd_thread_cpu_seconds_total[{w}]))",
     # raw cumulative OSD latency histogram buckets: the report takes deltas per mode window
-    "osd_op_latency_bucket": "sum by (instance, ceph_daemon, op, le)"
+    "osd_op_latency_bucket": "sum by (instance, host, ceph_daemon, op, le)"
                              " (cephscope_osd_op_latency_seconds_bucket)",
     # topology: which disks and NICs are the OSDs' own
     "osd_device_info": "cephscope_osd_device_info",

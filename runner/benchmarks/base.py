@@ -17,13 +17,16 @@ those. Live per-second client figures go through `ctx.report_progress`.
 from __future__ import annotations
 
 import abc
+import functools
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from cephscope.runner.hostexec import HostExec
+
+A = TypeVar("A")
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,9 @@ class BenchContext:
     step_id: str
     # Called by the benchmark for every per-second line it parses while the tool runs.
     report_progress: Callable[[str, LiveSample], None] = lambda mode, sample: None
+    # The same per client of a multi-client step: (client name, mode, sample).
+    report_client_progress: Callable[[str, str, LiveSample], None] = (
+        lambda client, mode, sample: None)
     # Extra environment for the tool (e.g. CEPH_CONF); never a shell.
     env: Mapping[str, str] = field(default_factory=dict)
     timeout_seconds: float = 3600.0
@@ -98,6 +104,24 @@ def client_slots(ctx: BenchContext, per_client: int) -> list[Slot]:
     clients: list[HostExec | None] = list(ctx.clients) or [None]
     return [Slot(client, i, n * per_client + i)
             for n, client in enumerate(clients) for i in range(per_client)]
+
+
+def client_aggregators(ctx: BenchContext, slots: Sequence[Slot],
+                         make: Callable[[int, Callable[[str, LiveSample], None]], A]
+                         ) -> dict[str, A]:
+    """One live-figure aggregator per client of a multi-client step (none on this machine
+    alone): `make(processes on that client, its reporter)`; slots feed it with `slot.index`."""
+    return {client.name: make(sum(1 for s in slots if s.client is client),
+                              functools.partial(ctx.report_client_progress, client.name))
+            for client in ctx.clients}
+
+
+def fan_out(*feeds: Callable[[str], None]) -> Callable[[str], None]:
+    """One stdout callback handing every chunk to each of `feeds`."""
+    def feed(chunk: str) -> None:
+        for each in feeds:
+            each(chunk)
+    return feed
 
 
 @dataclass

@@ -38,7 +38,9 @@ from cephscope.runner.benchmarks.base import (
     BenchResult,
     LiveSample,
     Slot,
+    client_aggregators,
     client_slots,
+    fan_out,
 )
 from cephscope.runner.benchmarks.paramcheck import parse_size, positive, type_problems
 from cephscope.runner.benchmarks.toolproc import (
@@ -582,24 +584,29 @@ class LibrbdFio(Benchmark):
         slots = self.slots(ctx)
         paths = self.output_paths(mode, ctx)
         aggregator = LiveAggregator(mode, len(paths), ctx.report_progress)
+        per_client = client_aggregators(
+            ctx, slots, lambda processes, report: LiveAggregator(mode, processes, report))
         commands = []
         for slot, (stdout_path, stderr_path) in zip(slots, paths, strict=True):
             images = self.client_images(ctx, slot.client)
             image = images[slot.index % len(images)]
-            scanner = _StreamScanner(slot.overall, aggregator)
+            feeds = [_StreamScanner(slot.overall, aggregator).feed]
+            if slot.client is not None:
+                feeds.append(_StreamScanner(slot.index, per_client[slot.client.name]).feed)
             # a client resolves the tool on its own PATH
             fio = local_fio if slot.client is None else str(self.settings["cmd_path"])
             commands.append(
                 ToolCommand(
                     self.argv(ctx, fio, image, f"cephscope-{slot.index}", local=slot.client is None),
-                    stdout_path, stderr_path, on_output=scanner.feed, env=self.tool_env(ctx),
+                    stdout_path, stderr_path, on_output=fan_out(*feeds), env=self.tool_env(ctx),
                     host=slot.client,
                 )
             )
         try:
             run_tools(commands, ctx.timeout_seconds, f"librbdfio {mode}", abort=ctx.abort)
         finally:
-            aggregator.flush()
+            for each in (aggregator, *per_client.values()):
+                each.flush()
         return [p for pair in paths for p in pair]
 
     def parse(self, mode: str, ctx: BenchContext) -> BenchResult:

@@ -37,7 +37,9 @@ from cephscope.runner.benchmarks.base import (
     BenchResult,
     LiveSample,
     Slot,
+    client_aggregators,
     client_slots,
+    fan_out,
 )
 from cephscope.runner.benchmarks.paramcheck import positive, type_problems
 from cephscope.runner.benchmarks.toolproc import (
@@ -475,19 +477,23 @@ class RadosBench(Benchmark):
     def run(self, mode: str, ctx: BenchContext) -> list[Path]:
         local_rados = resolve_tool(self.settings["cmd_path"])
         slots = self.slots(ctx)
-        aggregator = LiveAggregator(mode, len(slots), int(self.settings["op_size"]),
-                                    ctx.report_progress)
+        op_size = int(self.settings["op_size"])
+        aggregator = LiveAggregator(mode, len(slots), op_size, ctx.report_progress)
+        per_client = client_aggregators(
+            ctx, slots, lambda processes, report: LiveAggregator(mode, processes, op_size, report))
         commands = []
         for slot in slots:
             stdout_path, stderr_path = self.output_paths(mode, ctx, slot.index, slot.client)
-            scanner = _StreamScanner(slot.overall, aggregator)
+            feeds = [_StreamScanner(slot.overall, aggregator).feed]
+            if slot.client is not None:
+                feeds.append(_StreamScanner(slot.index, per_client[slot.client.name]).feed)
             rados = local_rados if slot.client is None else str(self.settings["cmd_path"])
             commands.append(
                 ToolCommand(
                     argv=self.argv(mode, ctx, slot.index, rados, slot.client),
                     stdout_path=stdout_path,
                     stderr_path=stderr_path,
-                    on_output=scanner.feed,
+                    on_output=fan_out(*feeds),
                     env=dict(ctx.env),
                     host=slot.client,
                 )
@@ -496,7 +502,8 @@ class RadosBench(Benchmark):
             outcomes = run_tools(commands, ctx.timeout_seconds, f"radosbench {mode}",
                                  abort=ctx.abort)
         finally:
-            aggregator.flush()
+            for each in (aggregator, *per_client.values()):
+                each.flush()
         for slot, outcome in zip(slots, outcomes, strict=False):
             if slot.client is None:  # the pid names the objects' prefix on this machine only
                 self._pids[slot.index] = outcome.pid

@@ -12,6 +12,13 @@ the tool's start and end time (the client's clock) to stderr, from which the sta
 across clients is measured. A tool on this machine gets SIGKILL from the kernel when the
 runner's thread that started it dies (Linux parent-death signal), so a runner killed with
 SIGKILL leaves no benchmark running here either.
+
+Start barrier: SSH sessions take from a few ms to over a second to set up on a loaded machine,
+so the guards do not start their tool on arrival. Each says `ready` on stderr and waits for a
+line on stdin; once every remote guard of the group is ready, the runner writes `go` to all of
+them at once, so the tools start within the time one line takes through SSH. The start instant
+is the runner's, not a clock's: real hosts need synchronised clocks (NTP) only for the skew
+*measurement* (guard timestamps), not for starting together.
 """
 
 from __future__ import annotations
@@ -33,10 +40,19 @@ from cephscope.runner.hostexec import HostExec, is_local
 
 STDERR_TAIL_CHARS = 2000
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# Longest wait for every remote guard to be ready (SSH connected, python3 started).
+BARRIER_TIMEOUT_SECONDS = 60.0
 GUARD_MARK = "cephscope-guard:"
 # Runs on the client: `python3 -c REMOTE_GUARD tool args…` (every element quoted by HostExec).
 REMOTE_GUARD = """\
 import os, signal, subprocess, sys, threading, time
+sys.stderr.write("%s ready %.6f\\n" % (MARK, time.time())); sys.stderr.flush()
+line = b""
+while not line.endswith(b"\\n"):  # the start barrier: "go\\n", or EOF (the runner is gone)
+    byte = os.read(0, 1)
+    if not byte:
+        os._exit(255)
+    line += byte
 tool = subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, start_new_session=True)
 sys.stderr.write("%s started %.6f pid %d\\n" % (MARK, time.time(), tool.pid)); sys.stderr.flush()
 def watch():
@@ -208,6 +224,8 @@ def run_tools(
             procs.append((command, proc, reader))
 
         deadline = started + timeout_seconds
+        _release_barrier([(c, p) for c, p, _r in procs if p.stdin is not None],
+                         min(deadline, time.monotonic() + BARRIER_TIMEOUT_SECONDS), what)
         finished: dict[int, ToolOutcome] = {}
         # Poll them all: the first failure (a client gone mid-step) ends the others at once.
         while len(finished) < len(procs):
@@ -256,6 +274,30 @@ def run_tools(
                 f"(stderr {command.stderr_path}):\n{tail}"
             )
     return outcomes
+
+
+def _release_barrier(remote: Sequence[tuple[ToolCommand, subprocess.Popen[bytes]]],
+                     deadline: float, what: str) -> None:
+    """Wait until every remote guard says `ready`, then tell them all `go` (see the module
+    docstring). A process that ends meanwhile is left to the caller's failure handling; the
+    others then never get `go` and end with their SSH session."""
+    waiting = list(remote)
+    while waiting:
+        if any(proc.poll() is not None for _c, proc in waiting):
+            return
+        waiting = [(c, proc) for c, proc in waiting if "ready" not in guard_times(c.stderr_path)]
+        if not waiting:
+            break
+        if time.monotonic() > deadline:
+            names = ", ".join(sorted({c.where.removeprefix(" on ") for c, _p in waiting}))
+            raise BenchmarkError(f"{what}: no answer from {names} within "
+                                 f"{BARRIER_TIMEOUT_SECONDS:g} s (SSH session not set up)")
+        time.sleep(0.01)
+    for _command, proc in remote:
+        assert proc.stdin is not None
+        with contextlib.suppress(OSError):  # a guard already gone fails its own way
+            proc.stdin.write(b"go\n")
+            proc.stdin.flush()
 
 
 def run_quick(

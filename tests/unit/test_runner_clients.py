@@ -232,3 +232,56 @@ def test_report_and_summary_have_a_row_per_client(tmp_path: Path) -> None:
     rows = (rd.path / "summary-clients.csv").read_text().splitlines()
     assert rows[0].startswith("step,benchmark,mode,client,iops") and len(rows) == 3
     assert rows[2].split(",")[:5] == ["abc123", "radosbench", "write", "client2", "50.0"]
+
+
+def test_ssh_control_dir_is_short_private_and_stable_for_a_resume(tmp_path: Path) -> None:
+    from cephscope.runner.clients import close_clients, ssh_control_dir
+
+    run = tmp_path / ("a-long-results-dir-name-" * 6)
+    first, again = ssh_control_dir(run), ssh_control_dir(run)
+    assert first == again and first != ssh_control_dir(tmp_path / "other")
+    assert (first.stat().st_mode & 0o777) == 0o700
+    assert len(str(first / ("0" * 40)).encode()) < 104  # sun_path; %C is 40 hex characters
+    settings = SshSettings().merged(HostsSpec(clients=("c1",)))
+    assert settings.multiplex
+    (client,) = build_clients(["c1"], settings, first)
+    assert f"ControlPath={first}/%C" in client.argv(["true"])
+    close_clients([SshHost("c1", control_dir=first, ssh_bin="/bin/true")], first)
+    assert not first.exists()
+    close_clients([], ssh_control_dir(tmp_path / "other"))
+
+
+@dataclass
+class LateShellHost(ShellHost):
+    """A host whose session takes `delay` seconds to set up (a slow SSH handshake)."""
+
+    delay: float = 0.0
+
+    def argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+        line = ShellHost.argv(self, argv, env)[-1]
+        return ["sh", "-c", f"sleep {self.delay}; {line}"]
+
+
+def test_start_barrier_starts_clients_together_despite_a_slow_session(tmp_path: Path) -> None:
+    tool = [sys.executable, "-c", "pass"]
+    commands = [ToolCommand(tool, tmp_path / f"{name}.out", tmp_path / f"x.{name}.0.stderr",
+                            host=LateShellHost(name, delay=delay))
+                for name, delay in (("client1", 0.0), ("client2", 1.5))]
+    run_tools(commands, 60, "test")
+    windows = client_windows(sorted(tmp_path.glob("*.stderr")), ["client1", "client2"])
+    readies = [guard_times(c.stderr_path)["ready"] for c in commands]
+    assert readies[1] - readies[0] > 1.0  # client2's session came late ...
+    skew = start_skew(windows)
+    assert skew is not None and skew < 0.5, windows  # ... and both started together
+
+
+def test_guard_never_starts_its_tool_when_the_runner_goes_before_go(tmp_path: Path) -> None:
+    from cephscope.runner.benchmarks.toolproc import REMOTE_GUARD
+
+    marker = tmp_path / "ran"
+    proc = subprocess.Popen([sys.executable, "-c", REMOTE_GUARD, sys.executable, "-c",
+                             f"open({str(marker)!r}, 'w')"],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    _out, err = proc.communicate(b"", timeout=30)  # EOF, no "go"
+    assert proc.returncode == 255 and b"ready" in err and b"started" not in err
+    assert not marker.exists()

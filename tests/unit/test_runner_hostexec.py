@@ -43,3 +43,27 @@ def test_host_exec_local_names():
     assert isinstance(host_exec(None), LocalHost)
     assert isinstance(host_exec("localhost"), LocalHost)
     assert isinstance(host_exec("osd-host-1", user="root"), SshHost)
+
+
+def test_ssh_keepalive_multiplexing_and_user_options_first(tmp_path):
+    host = SshHost("client1", control_dir=tmp_path, options=["ServerAliveInterval=9"])
+    argv = host.ssh_argv()
+    options = [argv[i + 1] for i, a in enumerate(argv) if a == "-o"]
+    # ssh keeps the first value of an option: the user's settings come before the defaults
+    assert options.index("ServerAliveInterval=9") < options.index("ServerAliveInterval=2")
+    assert "ServerAliveCountMax=3" in options and "ControlMaster=auto" in options
+    assert f"ControlPath={tmp_path}/%C" in options and "ControlPersist=30" in options
+    assert not [o for o in SshHost("c").ssh_argv() if o.startswith("Control")]
+
+
+def test_ssh_close_ends_the_master_with_the_same_options(tmp_path):
+    fake = tmp_path / "ssh"
+    record = tmp_path / "argv"
+    fake.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {record}\n")
+    fake.chmod(0o755)
+    SshHost("client1", control_dir=tmp_path, ssh_bin=str(fake)).close()
+    argv = record.read_text().splitlines()
+    assert argv[-3:] == ["-O", "exit", "client1"] and f"ControlPath={tmp_path}/%C" in argv
+    record.unlink()
+    SshHost("client1", ssh_bin=str(fake)).close()  # no master: nothing to end
+    assert not record.exists()

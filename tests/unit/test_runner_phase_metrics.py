@@ -65,6 +65,26 @@ def test_step_info_only_while_running():
     assert got["cephscope_step_start_timestamp_seconds"] == [(window, 1000.0)]
 
 
+def test_per_client_figures_beside_the_step_series_while_running():
+    m = metrics()
+    m.start_step(step(), 1000.0)
+    m.set_mode("write")
+    m.live_sample("write", LiveSample(timestamp=1001.0, ops_per_second=300.0))
+    m.live_client_sample("client1", "write", LiveSample(1001.0, 100.0, 4e5, 0.002))
+    m.live_client_sample("client2", "write", LiveSample(1001.0, 200.0, 8e5, None))
+    got = series(m)
+    lab = {"run": "run1", "step": "abc123def456", "mode": "write"}
+    assert got["cephscope_step_client_ops_per_second"] == [
+        ({**lab, "client": "client1"}, 100.0), ({**lab, "client": "client2"}, 200.0)]
+    assert got["cephscope_step_client_bytes_per_second"][1] == ({**lab, "client": "client2"}, 8e5)
+    # a figure the tool did not print is absent, not 0
+    assert got["cephscope_step_client_latency_seconds"] == [({**lab, "client": "client1"}, 0.002)]
+    # the step series stays the clients' aggregate (a sum over it counts nobody twice)
+    assert got["cephscope_client_ops_per_second"] == [(lab, 300.0)]
+    m.end_step(1010.0)
+    assert not any(name.startswith("cephscope_step_client_") for name in series(m))
+
+
 def test_run_info_and_progress():
     m = metrics()
     m.set_progress(done=2, failed=1)
