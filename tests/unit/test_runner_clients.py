@@ -266,13 +266,15 @@ def test_start_barrier_starts_clients_together_despite_a_slow_session(tmp_path: 
     tool = [sys.executable, "-c", "pass"]
     commands = [ToolCommand(tool, tmp_path / f"{name}.out", tmp_path / f"x.{name}.0.stderr",
                             host=LateShellHost(name, delay=delay))
-                for name, delay in (("client1", 0.0), ("client2", 1.5))]
+                for name, delay in (("client1", 0.0), ("client2", 3.0))]
     run_tools(commands, 60, "test")
     windows = client_windows(sorted(tmp_path.glob("*.stderr")), ["client1", "client2"])
     readies = [guard_times(c.stderr_path)["ready"] for c in commands]
-    assert readies[1] - readies[0] > 1.0  # client2's session came late ...
+    assert readies[1] - readies[0] > 2.5  # client2's session came 3 s late ...
     skew = start_skew(windows)
-    assert skew is not None and skew < 0.5, windows  # ... and both started together
+    # ... and both started together (without the barrier: 3 s apart; the margin is for a
+    # loaded machine, where starting a process alone can take a second)
+    assert skew is not None and skew < 1.5, windows
 
 
 def test_guard_never_starts_its_tool_when_the_runner_goes_before_go(tmp_path: Path) -> None:
