@@ -37,7 +37,7 @@ class RunData:
     search: dict[str, Any] | None = None
 
     def values(self, c: Candidate, o: Objective | str) -> list[float]:
-        key = metric_key(o.metric, o.mode) if isinstance(o, Objective) else o
+        key = o.key if isinstance(o, Objective) else o
         return [r[key] for r in self.runs.get(c, []) if key in r]
 
     def summary(self, c: Candidate, o: Objective) -> Summary | None:
@@ -46,7 +46,7 @@ class RunData:
 
     def feasible(self, c: Candidate) -> bool:
         for con in self.constraints:
-            vals = self.values(c, metric_key(con.metric, con.mode))
+            vals = self.values(c, metric_key(con.metric, con.mode))  # any workload
             if vals and not con.holds(sum(vals) / len(vals)):
                 return False
         return True
@@ -65,9 +65,14 @@ def load_run(run_dir: Path, baseline: Mapping[str, str] | None = None) -> RunDat
     lengths = [float(s.params["time"]) for s in steps if isinstance(s.params.get("time"),
                                                                     int | float)]
     full = max(lengths) if lengths else None
+    objectives = settings.objectives if settings else (Objective("iops", "maximize"),)
     axes: list[str] = []
     for s in steps:
         axes += [a for a in s.axes if a not in axes]
+    # objectives measured at a workload: its parameters' axes are workloads, not configuration
+    workload_axes = _workload_axes(axes, {s.benchmark for s in steps}, objectives,
+                                   Path(run_dir))
+    axes = [a for a in axes if a not in workload_axes]
     runs: dict[Candidate, list[dict[str, float]]] = {}
     for s in steps:
         if full is not None and s.params.get("time") not in (None, full, int(full)):
@@ -76,13 +81,36 @@ def load_run(run_dir: Path, baseline: Mapping[str, str] | None = None) -> RunDat
         if result is None:
             continue
         cand = tuple((a, s.axes.get(a)) for a in axes)
-        runs.setdefault(cand, []).append(result_metrics(result.get("results", [])))
+        metrics = result_metrics(result.get("results", []))
+        for o in objectives:
+            if o.workload and _at_workload(s.benchmark, s.axes, o):
+                plain = metric_key(o.metric, o.mode)
+                if plain in metrics:
+                    metrics[o.key] = metrics[plain]
+        runs.setdefault(cand, []).append(metrics)
     if not runs:
         raise AnalysisError(f"{run_dir}: no finished step of full length: nothing to recommend")
     base, note = _baseline(rd, axes, runs, baseline)
-    objectives = settings.objectives if settings else (Objective("iops", "maximize"),)
     return RunData(axes, runs, objectives, settings.constraints if settings else (), base, note,
                    search=run.get("search"))
+
+
+def _workload_axes(axes: Sequence[str], benchmarks: set[str], objectives: Sequence[Objective],
+                   run_dir: Path) -> set[str]:
+    found: set[str] = set()
+    for o in objectives:
+        for param, _ in o.workload:
+            match = {f"{b}.{param}" for b in benchmarks} & set(axes)
+            if not match:
+                raise AnalysisError(f"{run_dir}: objective {o.label}: {param!r} is not a "
+                                    f"benchmark-parameter axis of this run (axes: "
+                                    f"{', '.join(axes)})")
+            found |= match
+    return found
+
+
+def _at_workload(benchmark: str, step_axes: Mapping[str, Any], o: Objective) -> bool:
+    return all(str(step_axes.get(f"{benchmark}.{param}")) == value for param, value in o.workload)
 
 
 def _settings(run_dir: Path) -> SearchSettings | None:
@@ -270,7 +298,7 @@ def format_front(front: Front) -> list[str]:
     lines = ["Pareto front (" + " vs ".join(o.label for o in front.objectives) + "):"]
     for c in front.members:
         lines.append(f"  {label(c)}: " + "; ".join(
-            f"{o.metric}{'@' + o.mode if o.mode else ''} {_fmt(o, s)}"
+            f"{o.key} {_fmt(o, s)}"
             for o, s in zip(front.objectives, front.summaries[c], strict=True)))
     for (a, b), row in front.significant.items():
         lines.append(f"  {label(a)} vs {label(b)}: " + ", ".join(

@@ -55,6 +55,12 @@ def make_plan(steps: Sequence[Step], restart_options: set[str],
     """The search space from the grid steps (iteration 0 of each combination)."""
     # adaptive repetition without a search section: the grid, judged by IOPS
     settings = settings or SearchSettings(objectives=(Objective("iops", "maximize"),))
+    at_workloads = [o.label for o in settings.objectives if o.workload]
+    if at_workloads and settings.method != "grid":
+        raise SearchPlanError(f"search.method {settings.method}: objectives at workloads "
+                              f"({'; '.join(at_workloads)}) need every configuration run on "
+                              f"every workload: use method grid (the Pareto front is then in "
+                              f"the report and `cephscope recommend`)")
     base = [s for s in steps if s.iteration == 0]
     if len({s.benchmark for s in base}) > 1:
         raise SearchPlanError("search: a search runs one benchmark; this sweep has "

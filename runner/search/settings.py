@@ -36,6 +36,8 @@ SEARCH_KEYS = frozenset({"method", "objectives", "maximize", "minimize", "constr
 DEFAULT_RESTART_SECONDS = 9.0
 UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "": 1.0,
          "k": 1e3, "M": 1e6, "G": 1e9, "KiB": 1024.0, "MiB": 1024.0 ** 2, "GiB": 1024.0 ** 3}
+_OBJECTIVE = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)(?:@(?P<mode>[a-z]+))?"
+                        r"(?:\[(?P<workload>[^\]]*)\])?\s*$")
 _CONSTRAINT = re.compile(
     r"^\s*(?P<metric>[a-z0-9_]+)(?:@(?P<mode>[a-z]+))?\s*(?P<op><=|>=|<|>)\s*"
     r"(?P<value>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>[a-zA-Zµ]*)\s*$")
@@ -58,10 +60,26 @@ class Objective:
     metric: str  # a key of METRICS
     direction: str  # "maximize" | "minimize"
     mode: str | None = None  # benchmark mode (write, seq, randread, ...); None = the first
+    # workload: benchmark-parameter values the objective is measured at, e.g.
+    # (("concurrent_ops", "256"),): every configuration is run on several workloads (a
+    # benchmark-parameter axis) and each objective reads the steps of its own workload
+    workload: tuple[tuple[str, str], ...] = ()
 
     @property
     def label(self) -> str:
-        return f"{self.direction} {self.metric}" + (f"@{self.mode}" if self.mode else "")
+        return f"{self.direction} {self.metric}" + (f"@{self.mode}" if self.mode else "") \
+            + self.workload_suffix
+
+    @property
+    def workload_suffix(self) -> str:
+        return ("[" + ",".join(f"{k}={v}" for k, v in self.workload) + "]"
+                if self.workload else "")
+
+    @property
+    def key(self) -> str:
+        """The key of this objective's figure in a step's metrics (see measure.py)."""
+        return (f"{self.metric}@{self.mode}" if self.mode else self.metric) + \
+            self.workload_suffix
 
     def better(self, a: float, b: float) -> bool:
         return a > b if self.direction == "maximize" else a < b
@@ -197,12 +215,28 @@ def _objective(item: Any, direction: str, kp: tuple[Any, ...], where: Where,
         problems.append(f"{where(kp)}: search.{direction}: {item!r}: expected a metric name "
                         f"like iops or latency_p99@write")
         return None
-    metric, _, mode = item.partition("@")
+    m = _OBJECTIVE.match(item)
+    if m is None:
+        problems.append(f"{where(kp)}: search.{direction}: {item!r}: expected "
+                        f"METRIC[@MODE][[PARAM=VALUE,...]], e.g. iops@randread[iodepth=256]")
+        return None
+    metric, mode = m["metric"], m["mode"]
+    workload: list[tuple[str, str]] = []
+    for part in (m["workload"] or "").split(","):
+        if not part.strip():
+            continue
+        k, eq, v = part.partition("=")
+        if not eq or not k.strip() or not v.strip():
+            problems.append(f"{where(kp)}: search.{direction}: {item!r}: workload "
+                            f"{part.strip()!r}: expected PARAM=VALUE")
+            return None
+        workload.append((k.strip(), v.strip()))
     if metric not in METRICS:
         problems.append(f"{where(kp)}: search.{direction}: {item!r}: unknown metric "
                         f"(one of {', '.join(METRICS)})")
         return None
-    return Objective(metric=metric, direction=direction, mode=mode or None)
+    return Objective(metric=metric, direction=direction, mode=mode or None,
+                     workload=tuple(workload))
 
 
 def parse_constraint(text: Any, kp: tuple[Any, ...], where: Where,
@@ -262,6 +296,12 @@ def parse_search(value: Any, where: Where,
             objectives.append(o)
     if not objectives and not problems:
         objectives.append(Objective("iops", "maximize"))
+    # a workload names parameters of the sweep's benchmarks
+    for o in objectives:
+        for param, _ in o.workload:
+            if benchmarks and not any(param in (p or {}) for p in benchmarks.values()):
+                problems.append(f"{where(kp)}: search: objective {o.label!r}: {param!r} is "
+                                f"not a parameter of {', '.join(benchmarks)}")
     # every objective must be produced by every benchmark of the sweep
     for o in objectives:
         for bname in benchmarks:

@@ -374,6 +374,8 @@ def test_adaptive_iterations_without_search_section(tmp_path: Path) -> None:
     ("{method: halving, budget: {seconds: 20}}", "{radosbench: {time: 5}}",
      "smaller than one pass of successive halving"),
     ("{method: bayes}", "{radosbench: {time: 5}}", "needs a budget"),
+    ("{method: halving, budget: {steps: 9}, maximize: 'iops[concurrent_ops=16]'}",
+     "{radosbench: {time: 5, concurrent_ops: [1, 16]}}", "objectives at workloads"),
     ("{method: halving, budget: {steps: 9}}",
      "{radosbench: {time: 5}, librbdfio: {time: 5}}", "a search runs one benchmark"),
 ])
@@ -411,3 +413,51 @@ def test_search_warmup_is_fio_ramp_or_a_cut(tmp_path: Path, benchmark: str, time
                      spec.adaptive)
     short = step_for(plan, plan.space.candidates()[0], 2, 0)
     assert short.params["time"] == time_ and short.params.get("ramp") == ramp
+
+
+def test_pareto_front_across_workloads_known_answer(tmp_path: Path) -> None:
+    """Each configuration (shards) runs two workloads (16 and 1 in flight); one objective per
+    workload: the front is over configurations, each point read from its own workload."""
+    from cephscope.runner.search.analysis import AnalysisError, front_of, recommend
+
+    # shards -> (IOPS at 16 in flight, latency at 1 in flight); 4 is dominated by 2
+    truth = {1: (1000.0, 0.0010), 2: (1500.0, 0.0020), 4: (1400.0, 0.0025)}
+    steps = []
+    for shards, (iops16, lat1) in truth.items():
+        for ops in (1, 16):
+            for i in range(2):
+                sid = f"s{shards}c{ops}i{i}"
+                axes = {"ceph_config.osd_op_num_shards": shards, "radosbench.concurrent_ops": ops}
+                steps.append({"id": sid, "benchmark": "radosbench", "iteration": i,
+                              "params": {"time": 5, "concurrent_ops": ops}, "pool_profile": None,
+                              "ceph_config": {"osd_op_num_shards": shards}, "axes": axes})
+                jitter = 1.0 + 0.01 * i
+                # the other workload's figures are far off: reading them would change the front
+                iops = iops16 * jitter if ops == 16 else 100.0
+                lat = lat1 * jitter if ops == 1 else 0.1 / shards
+                (tmp_path / f"step-{sid}").mkdir()
+                (tmp_path / f"step-{sid}" / "result.json").write_text(json.dumps({
+                    "step": sid, "results": [{"mode": "write", "iops": iops,
+                                              "latency_avg_seconds": lat}]}))
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "steps": steps,
+                                                   "restart_options": ["osd_op_num_shards"]}))
+    search = {"objectives": [{"maximize": "iops[concurrent_ops=16]"},
+                             {"minimize": "latency_avg[concurrent_ops=1]"}]}
+    (tmp_path / "spec.resolved.json").write_text(json.dumps({
+        "benchmarks": {"radosbench": {"concurrent_ops": [1, 16]}}, "search_raw": search}))
+    data = load_run(tmp_path)
+    assert data.axes == ["ceph_config.osd_op_num_shards"]  # workloads are not configurations
+    front = front_of(data)
+    assert [dict(c)["ceph_config.osd_op_num_shards"] for c in front.members] == [2, 1]
+    sums = front.summaries[front.members[0]]
+    assert sums[0].mean == pytest.approx(1507.5) and sums[1].mean == pytest.approx(0.00201)
+    assert dict(recommend(data).best)["ceph_config.osd_op_num_shards"] == 2
+    # a workload parameter that is no axis of the run, and one no benchmark has
+    search["objectives"][1] = {"minimize": "latency_avg[iodepth=1]"}
+    (tmp_path / "spec.resolved.json").write_text(json.dumps({
+        "benchmarks": {"radosbench": {"concurrent_ops": [1, 16], "iodepth": 1}},
+        "search_raw": search}))
+    with pytest.raises(AnalysisError, match="'iodepth' is not a benchmark-parameter axis"):
+        load_run(tmp_path)
+    settings, problems = parse_search(search, where, {"radosbench": {"concurrent_ops": [1]}})
+    assert settings is None and "'iodepth' is not a parameter of radosbench" in problems[0]
