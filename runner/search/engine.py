@@ -266,8 +266,9 @@ class Search:
             return RestartCost()
         groups = len(self.space.group_by_restart(self.space.candidates()))
         cap = self.settings.max_restarts
-        return RestartCost(groups, self.settings.restart_seconds,
-                           groups if cap == "grid" else cap)
+        # a budget in steps counts steps only; one in seconds pays for restarts too
+        seconds = self.settings.restart_seconds if self.ledger.max_seconds is not None else 0.0
+        return RestartCost(groups, seconds, groups if cap == "grid" else cap)
 
     def _halving(self) -> dict[str, Any] | None:
         rungs = self.schedule()

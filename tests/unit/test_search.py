@@ -199,6 +199,10 @@ def test_restart_seconds_are_paid_from_the_budget() -> None:
         assert outcome.total_seconds == outcome.bench_seconds + 9.0 * outcome.restarts
         assert outcome.total_seconds <= table.grid_total_seconds(9.0) / 3
         assert any("screens 7 of 16" in n for n in outcome.notes)
+    # a budget in steps counts steps: restarts do not shrink the first rung
+    by_steps = Search(table.space, settings, lambda c, sec, r: None, full_seconds=5,
+                      budget_steps=30)
+    assert by_steps.schedule()[0].candidates == 16
     bayes = replace(settings, method="bayes")
     outcome = replay_one(table, bayes, 0, 1 / 3)
     assert outcome.restarts >= 1
