@@ -105,16 +105,16 @@ class Constraint:
 @dataclass(frozen=True)
 class Budget:
     steps: int | None = None
-    seconds: float | None = None  # benchmark-seconds (warm-up included)
-    fraction: float | None = None  # of the full grid's benchmark-seconds
+    seconds: float | None = None  # benchmark-seconds (warm-up included) + restart seconds
+    fraction: float | None = None  # of the full grid's benchmark + restart seconds
 
     def describe(self) -> str:
         if self.steps is not None:
             return f"{self.steps} steps"
         if self.seconds is not None:
-            return f"{self.seconds:g} benchmark-seconds"
+            return f"{self.seconds:g} seconds (benchmark + restarts)"
         if self.fraction is not None:
-            return f"{self.fraction:g} of the grid's benchmark-seconds"
+            return f"{self.fraction:g} of the grid's benchmark + restart seconds"
         return "the full grid"
 
 
