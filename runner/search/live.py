@@ -172,9 +172,16 @@ def run_live_search(rd: RunDir, plan: LivePlan, run_step: Callable[[Step], str |
                     start_key: tuple[Any, ...] | None, log: Callable[[str], None]) -> Outcome:
     settings = plan.settings
     counters = {"ran": 0, "reused": 0}
+    # dead time (config applied -> benchmark started) of the steps that moved to other
+    # restart-only values: what a restart really cost, beside the configured restart_seconds
+    restart_dead: list[float] = []
+    previous = {"key": start_key}
 
     def evaluate(candidate: Candidate, seconds: int, repetition: int) -> dict[str, float] | None:
         step = step_for(plan, candidate, seconds, repetition)
+        key = plan.space.restart_key(candidate)
+        moved = bool(plan.space.restart_axes) and key != previous["key"]
+        previous["key"] = key
         if not rd.is_done(step):
             rd.add_step(step)
             counters["ran"] += 1
@@ -185,8 +192,13 @@ def run_live_search(rd: RunDir, plan: LivePlan, run_step: Callable[[Step], str |
         else:
             counters["reused"] += 1
         result = rd.step_result(step)
+        if result is None:
+            return None
+        dead = (result.get("timestamps") or {}).get("dead_time_seconds")
+        if moved and isinstance(dead, int | float):
+            restart_dead.append(float(dead))
         cut = 0 if step.benchmark in RAMP_BENCHMARKS else settings.warmup
-        return result_metrics(result.get("results", []), cut) if result else None
+        return result_metrics(result.get("results", []), cut)
 
     search = Search(plan.space, settings, evaluate, full_seconds=plan.full_seconds,
                     iterations=plan.iterations, budget_seconds=plan.budget_seconds,
@@ -195,11 +207,12 @@ def run_live_search(rd: RunDir, plan: LivePlan, run_step: Callable[[Step], str |
     if counters["reused"]:
         log(f"search: {counters['reused']} finished step(s) answered from the results dir, "
             f"{counters['ran']} run now")
-    write_outcome(rd, plan, outcome, search)
+    write_outcome(rd, plan, outcome, search, restart_dead)
     return outcome
 
 
-def write_outcome(rd: RunDir, plan: LivePlan, outcome: Outcome, search: Search) -> None:
+def write_outcome(rd: RunDir, plan: LivePlan, outcome: Outcome, search: Search,
+                  restart_dead: Sequence[float] = ()) -> None:
     o = plan.settings.primary
     key = metric_key(o.metric, o.mode)
     rows = []
@@ -223,6 +236,9 @@ def write_outcome(rd: RunDir, plan: LivePlan, outcome: Outcome, search: Search) 
         "objective": o.label, "chosen": dict(outcome.chosen) if outcome.chosen else None,
         "steps": outcome.steps, "bench_seconds": outcome.bench_seconds,
         "restarts": outcome.restarts, "total_seconds": outcome.total_seconds,
+        "restart_seconds_measured": ({"n": len(restart_dead),
+                                      "mean": sum(restart_dead) / len(restart_dead),
+                                      "max": max(restart_dead)} if restart_dead else None),
         "notes": outcome.notes, "rank_check": outcome.rank_check,
         "grid": {"steps": plan.grid_steps, "bench_seconds": plan.grid_seconds,
                  "restarts": plan.grid_restarts,
@@ -239,6 +255,11 @@ def format_outcome(path_json: Mapping[str, Any]) -> list[str]:
              f"benchmark-seconds, {d['restarts']} restart(s), {d.get('total_seconds', 0):g} s "
              f"in all; the full grid: {g['steps']} steps, {g['bench_seconds']:g} s, "
              f"{g['restarts']} restart(s), {g.get('total_seconds', 0):g} s in all"]
+    measured = d.get("restart_seconds_measured")
+    if measured:
+        lines.append(f"restarts measured: {measured['n']}, mean {measured['mean']:.1f} s, max "
+                     f"{measured['max']:.1f} s (the budget counted "
+                     f"{d['settings'].get('restart_seconds', 0):g} s each)")
     if d.get("chosen"):
         lines.append("search's choice: " + " ".join(
             f"{k.rsplit('.', 1)[-1]}={v}" for k, v in d["chosen"].items()))

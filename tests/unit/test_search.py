@@ -311,7 +311,8 @@ def test_live_search_resumes_with_same_decisions(tmp_path: Path, method: str) ->
             rd.begin_step(step)
             rng = random.Random(step.id)  # the "cluster" answers the same for the same step
             iops = 1000 * step.ceph_config["osd_op_num_shards"] * (1 + rng.gauss(0, 0.05))
-            rd.finish_step(step, [{"mode": "write", "iops": iops}], {}, {})
+            rd.finish_step(step, [{"mode": "write", "iops": iops}],
+                           {"dead_time_seconds": 7.0}, {})
             return None
         return run_step
 
@@ -330,6 +331,9 @@ def test_live_search_resumes_with_same_decisions(tmp_path: Path, method: str) ->
     assert [s.id for s in killed.steps()] == [s.id for s in whole.steps()]
     out = json.loads((killed.path / "search.json").read_text())
     assert out["chosen"]["ceph_config.osd_op_num_shards"] == 4
+    # every move to other restart values is measured (resumed steps included)
+    assert out["restarts"] >= 2
+    assert out["restart_seconds_measured"] == {"n": out["restarts"], "mean": 7.0, "max": 7.0}
 
 
 def test_pareto_front_of_a_run_with_plot(tmp_path: Path) -> None:
