@@ -18,7 +18,7 @@ from typing import Any
 
 from cephscope.exporter.asok import AsokClient, AsokError
 from cephscope.runner.cephclient import CephCli, CephError
-from cephscope.runner.hostexec import HostExec, HostExecError
+from cephscope.runner.hostexec import HostExec, HostExecError, on_each_host
 from cephscope.runner.knobs.base import KnobError
 from cephscope.runner.knobs.host import CLIENT_HOST, HostFiles, OsdDevices
 
@@ -105,16 +105,16 @@ def capture(cli: CephCli, host_for: Callable[[str], HostExec],
     by_host = _tryit(devices.by_host)
     by_host = by_host if isinstance(by_host, dict) and "error" not in by_host else {}
     files = HostFiles(host_for)
-    hosts: dict[str, Any] = {}
+    work: dict[str, Callable[[], dict[str, Any]]] = {}
     seen: set[str] = set()
     for name in [*sorted(by_host), *client_hosts]:
         identity = files.identity(name)
         if identity in seen:
             continue
         seen.add(identity)
-        hosts[name] = capture_host(host_for(name), by_host.get(name, []))
+        work[name] = lambda name=name: capture_host(host_for(name), by_host.get(name, []))
     # the client the runner drives the cluster with (a release's own, from its root filesystem)
-    return {"cluster": cluster, "hosts": hosts, "client": _tryit(cli.client_info)}
+    return {"cluster": cluster, "hosts": on_each_host(work), "client": _tryit(cli.client_info)}
 
 
 # --------------------------------------------------------------------------- diff

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cephscope.runner.cephclient import CephCli, CephError
-from cephscope.runner.hostexec import HostExec, HostExecError
+from cephscope.runner.hostexec import HostExec, HostExecError, on_each_host
 from cephscope.runner.knobs.host import CLIENT_HOST, HostFiles, OsdDevices
 from cephscope.runner.phase_metrics import PhaseMetrics
 
@@ -147,14 +147,19 @@ class Hygiene:
 
     def drop_caches(self) -> None:
         files = HostFiles(self.host_for)
-        seen: set[str] = set()
-        for name in [*sorted(self.devices.by_host()), *self.client_hosts]:
-            if files.identity(name) in seen:
-                continue
-            seen.add(files.identity(name))
+
+        def drop(name: str) -> None:
             host = self.host_for(name)
             try:
                 host.run(["sync"], timeout=120)
                 host.run(["tee", "/proc/sys/vm/drop_caches"], input=b"3", timeout=60)
             except HostExecError as exc:
                 raise HygieneError(f"cache drop on {name}: {exc}") from exc
+
+        work: dict[str, Callable[[], None]] = {}
+        seen: set[str] = set()
+        for name in [*sorted(self.devices.by_host()), *self.client_hosts]:
+            if files.identity(name) not in seen:
+                seen.add(files.identity(name))
+                work[name] = lambda name=name: drop(name)
+        on_each_host(work)

@@ -15,12 +15,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from cephscope.exporter.devices import DeviceResolver
 from cephscope.exporter.osdmeta import facts_from_metadata
 from cephscope.runner.cephclient import CephCli, CephError
-from cephscope.runner.hostexec import HostExec, HostExecError, LocalHost
+from cephscope.runner.hostexec import HostExec, HostExecError, LocalHost, on_each_host
 from cephscope.runner.knobs.base import (
     KIND_BLOCK_QUEUE,
     KIND_OSD_RA,
@@ -34,6 +34,7 @@ from cephscope.runner.spec import QUEUE_ATTRIBUTE, SYSCTL_NAME
 CLIENT_HOST = "local"  # benchmarks run on this machine unless the sweep has clients
 SYSCTL_ON = ("osds", "clients", "all")
 _BRACKETED = re.compile(r"\[([^\]]+)\]")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,20 @@ class HostFiles:
     def identity(self, host: str) -> str:
         """Hosts that are this machine are one host (an OSD host named `vm` and the client)."""
         return "this machine" if isinstance(self.host_for(host), LocalHost) else host
+
+    def each(self, targets: Sequence[HostFile], work: Callable[[HostFile], T]) -> list[T]:
+        """`work(t)` for every target, in the targets' order: hosts at once, one host's
+        targets one after the other (in order: a scheduler before its iosched/ attributes)."""
+        by_host: dict[str, list[int]] = {}
+        for i, t in enumerate(targets):
+            by_host.setdefault(self.identity(t.host), []).append(i)
+
+        def run(indices: list[int]) -> list[tuple[int, T]]:
+            return [(i, work(targets[i])) for i in indices]
+
+        done = on_each_host({h: lambda ix=ix: run(ix) for h, ix in by_host.items()})
+        found = dict(pair for pairs in done.values() for pair in pairs)
+        return [found[i] for i in range(len(targets))]
 
     def read(self, f: HostFile) -> str:
         try:
@@ -168,22 +183,32 @@ class HostFileKnob:
                 targets = self.targets(setting)
                 if not targets:
                     problems.append(f"{setting}: nothing to set it on")
-                for t in targets:
+
+                def check(t: HostFile, setting: str = setting, vals: list[Any] = vals) -> list[str]:
                     raw = self.files.read(t)
                     if not self.files.writable(t):
-                        problems.append(f"{setting}: {t.what}: {t.path} is read-only")
-                        continue
-                    for v in vals:
-                        problems += [f"{setting}: {v!r}: {p}"
-                                     for p in self.value_problems(setting, v, t, raw)]
+                        return [f"{setting}: {t.what}: {t.path} is read-only"]
+                    return [f"{setting}: {v!r}: {p}" for v in vals
+                            for p in self.value_problems(setting, v, t, raw)]
+
+                for found in self.files.each(targets, check):
+                    problems += found
             except (KnobError, CephError) as exc:
                 problems.append(f"{setting}: {exc}")
         return list(dict.fromkeys(problems))
 
     def snapshot(self, settings: Sequence[str]) -> list[dict[str, Any]]:
-        return [{"setting": s, "host": t.host, "path": t.path, "what": t.what,
-                 "value": self.shown(self.files.read(t))}
-                for s in settings for t in self.targets(s)]
+        entries = []
+        for s in settings:
+            targets = self.targets(s)
+            values = self.files.each(targets, lambda t, s=s: self.snapshot_value(s, t))
+            entries += [{"setting": s, "host": t.host, "path": t.path, "what": t.what,
+                         "value": value} for t, value in zip(targets, values, strict=True)]
+        return entries
+
+    def snapshot_value(self, setting: str, t: HostFile) -> str | None:
+        """The value to put back at the end; None: there is nothing to put back."""
+        return self.shown(self.files.read(t))
 
     def _set(self, setting: str, t: HostFile, value: Any) -> str:
         want = format_knob_value(value)
@@ -196,24 +221,33 @@ class HostFileKnob:
     def apply(self, settings: Mapping[str, Any]) -> dict[str, str]:
         verified: dict[str, str] = {}
         for setting in self.order(settings):
-            for t in self.targets(setting):
-                verified[f"{setting} {t.what}"] = self._set(setting, t, settings[setting])
+            targets = self.targets(setting)
+            got = self.files.each(targets, lambda t, s=setting: self._set(s, t, settings[s]))
+            verified.update({f"{setting} {t.what}": value
+                             for t, value in zip(targets, got, strict=True)})
         return verified
 
     def order(self, settings: Iterable[str]) -> list[str]:
         return list(settings)
 
     def restore(self, snapshot: list[dict[str, Any]]) -> list[str]:
-        problems = []
         order = {s: i for i, s in enumerate(self.order(dict.fromkeys(e["setting"]
                                                                        for e in snapshot)))}
-        for e in sorted(snapshot, key=lambda e: order.get(e["setting"], 0)):
-            t = HostFile(e["host"], e["path"], e.get("what", e["path"]))
+        entries = sorted(snapshot, key=lambda e: order.get(e["setting"], 0))
+
+        def put_back(t: HostFile, e: dict[str, Any]) -> list[str]:
+            if e["value"] is None:
+                return []
             try:
                 self._set(e["setting"], t, e["value"])
             except KnobError as exc:
-                problems.append(f"restore {exc}")
-        return problems
+                return [f"restore {exc}"]
+            return []
+
+        targets = [HostFile(e["host"], e["path"], e.get("what", e["path"])) for e in entries]
+        entry_of = dict(zip(targets, entries, strict=True))
+        return [p for found in self.files.each(targets, lambda t: put_back(t, entry_of[t]))
+                for p in found]
 
 
 class OsdDeviceKnob(HostFileKnob):
@@ -264,8 +298,19 @@ class BlockQueue(OsdDeviceKnob):
         chosen = _BRACKETED.search(raw)  # scheduler: "none [mq-deadline] kyber"
         return chosen.group(1) if chosen else super().shown(raw)
 
+    def snapshot_value(self, setting: str, t: HostFile) -> str | None:
+        try:
+            return super().snapshot_value(setting, t)
+        except KnobError:
+            if key_of(setting).startswith("iosched/"):
+                # the scheduler in use before the sweep has no such attribute: putting that
+                # scheduler back takes the attribute away again, nothing else to restore
+                return None
+            raise
+
     def order(self, settings: Iterable[str]) -> list[str]:
-        # the scheduler first: its iosched/ attributes exist only once it is chosen
+        # the scheduler first: its iosched/ attributes exist only once it is chosen (and on
+        # restore, the pre-sweep scheduler's own attributes only once it is back)
         return sorted(settings, key=lambda s: (key_of(s) != "scheduler", s))
 
     def validate(self, values: Mapping[str, list[Any]]) -> list[str]:

@@ -15,6 +15,7 @@ import pytest
 
 from cephscope.exporter.devices import DeviceResolver
 from cephscope.runner.hostexec import LocalHost
+from cephscope.runner.knobs.base import KnobError
 from cephscope.runner.knobs.host import HostKnobs
 
 
@@ -129,3 +130,20 @@ def test_sysctl_on_osd_hosts_and_clients_is_one_write_on_one_machine(root: Path)
     assert k.apply({"sysctl.vm.swappiness": 10}) == {"sysctl.vm.swappiness here": "10"}
     assert k.restore(snap) == []
     assert (root / "proc/sys/vm/swappiness").read_text() == "60"
+
+
+def test_iosched_attribute_absent_before_the_sweep_is_not_put_back(root: Path):
+    # the EC study: `scheduler: mq-deadline` + `iosched/read_expire` axis on devices whose
+    # pre-sweep scheduler has no read_expire
+    k = knobs(root)
+    settings = ["block_queue.scheduler", "block_queue.iosched/read_expire"]
+    assert not (root / "sys/block/sdb/queue/iosched/read_expire").exists()
+    snap = k.snapshot(settings)
+    assert {(e["setting"], e["value"]) for e in snap} == {
+        ("block_queue.scheduler", "none"), ("block_queue.scheduler", "mq-deadline"),
+        ("block_queue.iosched/read_expire", None)}
+    assert k.restore(snap) == []
+    assert not (root / "sys/block/sdb/queue/iosched/read_expire").exists()
+    # an attribute that is not an iosched/ one and cannot be read stays an error
+    with pytest.raises(KnobError, match="wbt_lat_usec"):
+        k.snapshot(["block_queue.wbt_lat_usec"])

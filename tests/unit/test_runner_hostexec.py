@@ -67,3 +67,28 @@ def test_ssh_close_ends_the_master_with_the_same_options(tmp_path):
     record.unlink()
     SshHost("client1", ssh_bin=str(fake)).close()  # no master: nothing to end
     assert not record.exists()
+
+
+def test_on_each_host_runs_hosts_at_once_and_raises_the_first_failure_after_all():
+    import threading
+
+    from cephscope.runner.hostexec import on_each_host
+
+    arrived = threading.Barrier(3, timeout=10)  # passes only if all three run at once
+    finished = []
+
+    def work(name: str, fail: bool = False) -> str:
+        arrived.wait()
+        finished.append(name)
+        if fail:
+            raise HostExecError(f"{name}: refused")
+        return name.upper()
+
+    assert on_each_host({h: (lambda h=h: work(h)) for h in ("a", "b", "c")}) == {
+        "a": "A", "b": "B", "c": "C"}
+    arrived.reset()
+    finished.clear()
+    with pytest.raises(HostExecError, match="b: refused"):
+        on_each_host({"a": lambda: work("a"), "b": lambda: work("b", True),
+                      "c": lambda: work("c", True)})
+    assert sorted(finished) == ["a", "b", "c"]  # every host got to finish its work
