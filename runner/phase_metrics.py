@@ -11,7 +11,8 @@ Series (see docs/metrics.md, section "Runner"):
     cephscope_step_dead_time_seconds{run, step}        config applied -> benchmark started
     cephscope_run_phase{run, phase, step} 1        while a run phase lasts (idle_baseline,
                                                    scrub_wait, health_gate, drop_caches, prepare,
-                                                   rebuild)
+                                                   rebuild, recovery_<phase> of a recovery
+                                                   test)
     cephscope_client_ops_per_second{run, step, mode}    while running (last per-second sample)
     cephscope_client_bytes_per_second{run, step, mode}
     cephscope_client_latency_seconds{run, step, mode}
