@@ -2,6 +2,7 @@
 
 Fixtures:
 - `devcluster`: a started `DevCluster` (HEALTH_OK, pools created) in a tmp state dir.
+- `devcluster6`: the same with 6 OSDs, per module.
 - `stack`: a started `Stack` scraping that cluster's exporter, node_exporter, and the runner
   endpoint on `stack.runner_port`; `stack.webhook` records what Alertmanager sends to the
   example `webhook` receiver.
@@ -99,6 +100,20 @@ def devcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]
     try:
         cluster.up()
         print(f"\nlive: dev cluster HEALTH_OK in {time.monotonic() - started:.1f}s ({state_dir})")
+        yield cluster
+    finally:
+        if cluster.state_file.exists():
+            cluster.purge()
+
+
+@pytest.fixture(scope="module")
+def devcluster6(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
+    """A 6-OSD dev cluster (EC k+m = 6 on failure domain osd), for one module at a time: six
+    idle OSDs would load the 2-core machine under every later test."""
+    cluster = DevCluster(tmp_path_factory.mktemp("devcluster6"), port_base=free_port_base(100),
+                         num_osds=6, osd_size_gib=4)
+    try:
+        cluster.up()
         yield cluster
     finally:
         if cluster.state_file.exists():

@@ -2,7 +2,7 @@
 erasure-coded pool (k=3, m=3, failure domain osd, stripe unit 4 KiB) with allow_ec_overwrites;
 image metadata in a replicated pool (`rbd create --data-pool`).
 
-A cluster of its own (6 OSDs), started for this module only.
+A cluster of its own (6 OSDs, `devcluster6`), started for this module only.
 """
 
 from __future__ import annotations
@@ -11,14 +11,10 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from cephscope.deploy.devcluster import DevCluster
-from tests.live.conftest import free_port_base
 
 SPEC = """\
 pool_profiles:
@@ -37,18 +33,6 @@ benchmarks:
     pool_profile: meta
     data_pool_profile: ec33
 """
-
-
-@pytest.fixture(scope="module")
-def devcluster6(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
-    cluster = DevCluster(tmp_path_factory.mktemp("devcluster6"), port_base=free_port_base(100),
-                         num_osds=6, osd_size_gib=4)
-    try:
-        cluster.up()
-        yield cluster
-    finally:
-        if cluster.state_file.exists():
-            cluster.purge()
 
 
 def shard_writes(cluster: DevCluster) -> dict[int, int]:
