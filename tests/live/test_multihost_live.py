@@ -2,7 +2,8 @@
 
 One session cluster (`multihost` fixture) shared by the tests below, in this order:
 hosts and targets, a 2-step sweep on both clients checked against the OSDs' own counters, a
-SIGKILL + `--resume`, a client namespace torn down mid-step, and `down` leaving nothing.
+SIGKILL + `--resume`, a client namespace torn down mid-step, a restart-only option swept with
+OSD restarts on every host, and `down` leaving nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 
 from cephscope.deploy.devcluster import DevCluster, DevClusterError
 from cephscope.deploy.procs import proc_cmdline, terminate
+from cephscope.exporter.asok import AsokClient
 from cephscope.runner.clients import close_clients, ssh_control_dir
 from cephscope.runner.hostexec import SshHost
 from cephscope.runner.report import write_report
@@ -295,7 +297,8 @@ benchmarks:
                    str(results), "--metrics-linger", "0", "--no-drop-caches"),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
+        # environment capture and hygiene come first: minutes on a loaded 2-core machine
+        deadline = time.monotonic() + 300
         # mid-step: the tool itself runs (its guard waits for the start barrier before)
         while not [p for p, line in benchmark_pids(multihost, "client2")
                    if Path(line.split()[0]).name == "rados"]:
@@ -331,6 +334,70 @@ benchmarks:
     while benchmark_pids(multihost, "client1"):
         assert time.monotonic() < deadline, benchmark_pids(multihost, "client1")
         time.sleep(0.2)
+
+
+SHARDS_ON_TWO_CLIENTS = """\
+cluster:
+  clients: [client1, client2]
+ceph_config:
+  osd_op_num_shards: [2, 3]
+benchmarks:
+  radosbench:
+    op_size: 4096
+    concurrent_ops: 4
+    time: 4
+    write_only: true
+"""
+
+
+def running_shards(cluster: DevCluster) -> dict[int, int]:
+    """Op shards each OSD process really runs (dump_op_pq_state), not the config value."""
+    counts = {}
+    for osd in cluster.osd_ids():
+        state = AsokClient(cluster.osd_asok(osd), timeout=10).command("dump_op_pq_state")
+        counts[osd] = sum(1 for k in state if k.startswith("OSD:ShardedOpWQ:"))
+    return counts
+
+
+def test_osd_restarts_across_hosts_are_verified_and_restored(multihost: DevCluster,
+                                                             tmp_path: Path) -> None:
+    """A restart-only option swept on the 3-host cluster: the dev cluster restarts each OSD on
+    its own namespace host, the running shard count is read back from every OSD per step, and
+    the pre-sweep value is restored (and running) at the end."""
+    before = running_shards(multihost)
+    db_before = [e for e in multihost.ceph_json("config", "dump") if e["section"] == "osd"]
+    spec = tmp_path / "shards.yaml"
+    spec.write_text(SHARDS_ON_TWO_CLIENTS)
+    results = tmp_path / "run"
+    try:
+        proc = subprocess.run(
+            sweep_argv(str(spec), "--devcluster", str(multihost.state_dir), "--results-dir",
+                       str(results), "--metrics-linger", "0", "--no-drop-caches"),
+            capture_output=True, text=True, timeout=600, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        steps = json.loads((results / "run.json").read_text())["steps"]
+        assert sorted(s["ceph_config"]["osd_op_num_shards"] for s in steps) == [2, 3]
+        for s in steps:
+            result = json.loads((results / f"step-{s['id']}" / "result.json").read_text())
+            shards = str(s["ceph_config"]["osd_op_num_shards"])
+            # read back from every OSD, each on its own host
+            assert set(result["config"]) == {f"osd.{i}" for i in multihost.osd_ids()}
+            assert all(v["osd_op_num_shards"] == shards for v in result["config"].values()), \
+                result["config"]
+            assert result["timestamps"]["config"]["restarted"] is True
+            assert sorted(result["results"][0]["clients"]) == ["client1", "client2"]
+        assert "restored the pre-sweep ceph config" in proc.stdout
+        assert running_shards(multihost) == before
+        assert [e for e in multihost.ceph_json("config", "dump")
+                if e["section"] == "osd"] == db_before
+        hosts = {multihost.host_of(f"osd.{i}").name for i in multihost.osd_ids()}
+        assert hosts == {"host1", "host2", "host3"}
+    finally:
+        if running_shards(multihost) != before:  # leave the session cluster as it was
+            with contextlib.suppress(Exception):
+                multihost.ceph("config", "rm", "osd", "osd_op_num_shards")
+            multihost.restart_osds(multihost.osd_ids())
+            multihost.wait_pgs_active_clean()
 
 
 def test_down_leaves_nothing(multihost: DevCluster) -> None:
