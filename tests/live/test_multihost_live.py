@@ -2,8 +2,8 @@
 
 One session cluster (`multihost` fixture) shared by the tests below, in this order:
 hosts and targets, a 2-step sweep on both clients checked against the OSDs' own counters, a
-SIGKILL + `--resume`, a client namespace torn down mid-step, a restart-only option swept with
-OSD restarts on every host, and `down` leaving nothing.
+SIGKILL + `--resume`, a restart-only option swept with OSD restarts on every host, a client
+namespace torn down mid-step, and `down` leaving nothing.
 """
 
 from __future__ import annotations
@@ -279,63 +279,6 @@ def test_sigkill_then_resume_leaves_no_benchmark_on_any_client(
     assert not benchmark_pids(multihost, "client1") and not benchmark_pids(multihost, "client2")
 
 
-def test_client_namespace_torn_down_mid_step(multihost: DevCluster, tmp_path: Path) -> None:
-    spec = tmp_path / "long.yaml"
-    spec.write_text("""\
-cluster:
-  clients: [client1, client2]
-benchmarks:
-  radosbench:
-    op_size: 4096
-    concurrent_ops: 4
-    time: 60
-    write_only: true
-""")
-    results = tmp_path / "run"
-    sweep = subprocess.Popen(
-        sweep_argv(str(spec), "--devcluster", str(multihost.state_dir), "--results-dir",
-                   str(results), "--metrics-linger", "0", "--no-drop-caches"),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        # environment capture and hygiene come first: minutes on a loaded 2-core machine
-        deadline = time.monotonic() + 300
-        # mid-step: the tool itself runs (its guard waits for the start barrier before)
-        while not [p for p, line in benchmark_pids(multihost, "client2")
-                   if Path(line.split()[0]).name == "rados"]:
-            assert sweep.poll() is None and time.monotonic() < deadline
-            time.sleep(0.2)
-        time.sleep(2)
-        assert multihost.host_plan is not None
-        client2 = next(h for h in multihost.host_plan.hosts if h.name == "client2")
-        for pid in ns_pids(client2.netns):  # the host goes away: everything on it, then it
-            with contextlib.suppress(ProcessLookupError):  # a guard ends with its sshd
-                terminate(pid, 5)
-        subprocess.run(["ip", "netns", "del", client2.netns], check=True)
-        torn_down = time.time()
-        out, _ = sweep.communicate(timeout=120)
-    finally:
-        if sweep.poll() is None:
-            os.kill(sweep.pid, signal.SIGKILL)
-            sweep.wait(10)
-    assert sweep.returncode == 1, out
-    (step,) = json.loads((results / "run.json").read_text())["steps"]
-    failure_file = results / f"step-{step['id']}" / "failure.json"
-    failure = json.loads(failure_file.read_text())
-    assert "client2" in failure["error"], failure
-    ts = failure["timestamps"]
-    assert ts["ended"] - ts["started"] < 50, "the step waited for its full 60 s"
-    # noticed at once (the session's end, or keep-alives within 3 x 2 s), not at step end
-    noticed = failure_file.stat().st_mtime - torn_down
-    print(f"\nlive multihost: client torn down, step failed {noticed:.1f}s later")
-    assert noticed < 15, noticed
-    assert "0/1 steps done, 1 failed" in out
-    # the other client's tool was ended: its guard saw the runner's ssh go
-    deadline = time.monotonic() + 15
-    while benchmark_pids(multihost, "client1"):
-        assert time.monotonic() < deadline, benchmark_pids(multihost, "client1")
-        time.sleep(0.2)
-
-
 SHARDS_ON_TWO_CLIENTS = """\
 cluster:
   clients: [client1, client2]
@@ -398,6 +341,63 @@ def test_osd_restarts_across_hosts_are_verified_and_restored(multihost: DevClust
                 multihost.ceph("config", "rm", "osd", "osd_op_num_shards")
             multihost.restart_osds(multihost.osd_ids())
             multihost.wait_pgs_active_clean()
+
+
+def test_client_namespace_torn_down_mid_step(multihost: DevCluster, tmp_path: Path) -> None:
+    spec = tmp_path / "long.yaml"
+    spec.write_text("""\
+cluster:
+  clients: [client1, client2]
+benchmarks:
+  radosbench:
+    op_size: 4096
+    concurrent_ops: 4
+    time: 60
+    write_only: true
+""")
+    results = tmp_path / "run"
+    sweep = subprocess.Popen(
+        sweep_argv(str(spec), "--devcluster", str(multihost.state_dir), "--results-dir",
+                   str(results), "--metrics-linger", "0", "--no-drop-caches"),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        # environment capture and hygiene come first: minutes on a loaded 2-core machine
+        deadline = time.monotonic() + 300
+        # mid-step: the tool itself runs (its guard waits for the start barrier before)
+        while not [p for p, line in benchmark_pids(multihost, "client2")
+                   if Path(line.split()[0]).name == "rados"]:
+            assert sweep.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        time.sleep(2)
+        assert multihost.host_plan is not None
+        client2 = next(h for h in multihost.host_plan.hosts if h.name == "client2")
+        torn_down = time.time()
+        for pid in ns_pids(client2.netns):  # the host goes away: everything on it, then it
+            with contextlib.suppress(ProcessLookupError):  # a guard ends with its sshd
+                terminate(pid, 5)
+        subprocess.run(["ip", "netns", "del", client2.netns], check=True)
+        out, _ = sweep.communicate(timeout=120)
+    finally:
+        if sweep.poll() is None:
+            os.kill(sweep.pid, signal.SIGKILL)
+            sweep.wait(10)
+    assert sweep.returncode == 1, out
+    (step,) = json.loads((results / "run.json").read_text())["steps"]
+    failure_file = results / f"step-{step['id']}" / "failure.json"
+    failure = json.loads(failure_file.read_text())
+    assert "client2" in failure["error"], failure
+    ts = failure["timestamps"]
+    assert ts["ended"] - ts["started"] < 50, "the step waited for its full 60 s"
+    # noticed at once (the session's end, or keep-alives within 3 x 2 s), not at step end
+    noticed = failure_file.stat().st_mtime - torn_down
+    print(f"\nlive multihost: client teardown began, step failed {noticed:.1f}s later")
+    assert noticed < 15, noticed
+    assert "0/1 steps done, 1 failed" in out
+    # the other client's tool was ended: its guard saw the runner's ssh go
+    deadline = time.monotonic() + 15
+    while benchmark_pids(multihost, "client1"):
+        assert time.monotonic() < deadline, benchmark_pids(multihost, "client1")
+        time.sleep(0.2)
 
 
 def test_down_leaves_nothing(multihost: DevCluster) -> None:
