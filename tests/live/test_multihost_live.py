@@ -23,12 +23,12 @@ import pytest
 
 from cephscope.deploy.devcluster import DevCluster, DevClusterError
 from cephscope.deploy.procs import proc_cmdline, terminate
-from cephscope.exporter.asok import AsokClient
 from cephscope.runner.clients import close_clients, ssh_control_dir
 from cephscope.runner.hostexec import SshHost
 from cephscope.runner.report import write_report
 
 from .sweep_kill import run_sweep_until_step_then_kill
+from .test_sweep_live import shard_counts
 
 TWO_STEPS = """\
 cluster:
@@ -293,21 +293,12 @@ benchmarks:
 """
 
 
-def running_shards(cluster: DevCluster) -> dict[int, int]:
-    """Op shards each OSD process really runs (dump_op_pq_state), not the config value."""
-    counts = {}
-    for osd in cluster.osd_ids():
-        state = AsokClient(cluster.osd_asok(osd), timeout=10).command("dump_op_pq_state")
-        counts[osd] = sum(1 for k in state if k.startswith("OSD:ShardedOpWQ:"))
-    return counts
-
-
 def test_osd_restarts_across_hosts_are_verified_and_restored(multihost: DevCluster,
                                                              tmp_path: Path) -> None:
     """A restart-only option swept on the 3-host cluster: the dev cluster restarts each OSD on
     its own namespace host, the running shard count is read back from every OSD per step, and
     the pre-sweep value is restored (and running) at the end."""
-    before = running_shards(multihost)
+    before = shard_counts(multihost)
     db_before = [e for e in multihost.ceph_json("config", "dump") if e["section"] == "osd"]
     spec = tmp_path / "shards.yaml"
     spec.write_text(SHARDS_ON_TWO_CLIENTS)
@@ -330,13 +321,13 @@ def test_osd_restarts_across_hosts_are_verified_and_restored(multihost: DevClust
             assert result["timestamps"]["config"]["restarted"] is True
             assert sorted(result["results"][0]["clients"]) == ["client1", "client2"]
         assert "restored the pre-sweep ceph config" in proc.stdout
-        assert running_shards(multihost) == before
+        assert shard_counts(multihost) == before
         assert [e for e in multihost.ceph_json("config", "dump")
                 if e["section"] == "osd"] == db_before
         hosts = {multihost.host_of(f"osd.{i}").name for i in multihost.osd_ids()}
         assert hosts == {"host1", "host2", "host3"}
     finally:
-        if running_shards(multihost) != before:  # leave the session cluster as it was
+        if shard_counts(multihost) != before:  # leave the session cluster as it was
             with contextlib.suppress(Exception):
                 multihost.ceph("config", "rm", "osd", "osd_op_num_shards")
             multihost.restart_osds(multihost.osd_ids())
