@@ -338,6 +338,7 @@ class Sweep:
             try:
                 require_reachable(self.clients)
             except ClientsError as exc:
+                close_clients(self.clients, self.ssh_control_dir)  # masters of those reached
                 raise SweepError(str(exc)) from exc
             self.log(f"benchmarks run on {len(self.clients)} client(s): "
                      f"{', '.join(c.name for c in self.clients)}")
