@@ -31,6 +31,8 @@ UNSETTLED = ("degraded", "peering", "recovering", "recovery_wait", "backfill", "
              "laggy")  # laggy: no read lease, client ops on the PG wait
 # health checks that do not disturb a measurement: the scrub flags this run sets
 ALWAYS_ALLOWED = frozenset({"OSDMAP_FLAGS"})
+# The idle window when neither the flag nor the spec says (CBT's own default is 60 s).
+DEFAULT_IDLE_BASELINE_SECONDS = 30.0
 
 
 class HygieneError(CephError):
@@ -42,7 +44,8 @@ class HygieneOptions:
     drop_caches: bool = True
     scrub_guard: bool = True
     health_gate: bool = True
-    idle_baseline_seconds: float = 30.0
+    # None: the spec's `idle_monitor_sleep` if it has one, else DEFAULT_IDLE_BASELINE_SECONDS
+    idle_baseline_seconds: float | None = None
     health_timeout_seconds: float = 120.0
     health_allow: tuple[str, ...] = ()
     poll_seconds: float = 1.0
@@ -86,12 +89,16 @@ class Hygiene:
                 self.flags_set.append(flag)
         return self.flags_set
 
-    def idle_baseline(self, timings: dict[str, Any]) -> None:
-        if self.options.idle_baseline_seconds <= 0:
+    def idle_baseline(self, timings: dict[str, Any], spec_seconds: float | None = None) -> None:
+        """The quiet window: the flag's length, else the spec's `idle_monitor_sleep`, else
+        the default."""
+        seconds = next(s for s in (self.options.idle_baseline_seconds, spec_seconds,
+                                   DEFAULT_IDLE_BASELINE_SECONDS) if s is not None)
+        if seconds <= 0:
             return
-        self.log(f"idle baseline: {self.options.idle_baseline_seconds:g}s with no client I/O")
+        self.log(f"idle baseline: {seconds:g}s with no client I/O")
         with self.phase("idle_baseline", timings):
-            time.sleep(self.options.idle_baseline_seconds)
+            time.sleep(seconds)
 
     def finish_run(self) -> list[str]:
         problems = []

@@ -80,7 +80,7 @@ CBT_BENCHMARK_KEYS_IGNORED = frozenset(
         "client_ra", "log_avg_msec", "log_iops", "log_bw", "log_lat", "fio_out_format",
         "ramp", "norandommap", "random_distribution", "procs_per_volume", "volumes_per_client",
         "rate_iops", "use_existing_volumes", "no_sudo", "end_fill_percentage", "prefill",
-        "idle_monitor_sleep", "rbdadd_mons",
+        "rbdadd_mons",
         "rbdadd_options", "direct", "poolname", "mode_args", "workloads", "client_endpoints",
         # from CBT's benchmark/*.py and example/*.yaml
         "vol_order", "pgs", "pgs_per_pool", "total_iodepth", "recov_pool_profile",
@@ -205,6 +205,9 @@ class Spec:
     recovery: RecoverySpec | None = None  # CBT's recovery_test, run during every step
     # `devcluster: {release: [...]}`: the dev cluster is rebuilt per release (slowest axis)
     releases: tuple[str, ...] = ()
+    # CBT's per-benchmark `idle_monitor_sleep`: cephscope records one idle window at run start,
+    # as long as the longest one asked for (the `--idle-baseline` flag overrides it)
+    idle_baseline_seconds: float | None = None
 
     def line_of(self, path: tuple[Any, ...]) -> int | None:
         # Fall back to the closest enclosing key that has a line.
@@ -554,6 +557,13 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
                     kept[key] = value
             elif key == "recov_test_type":  # CBT's, per benchmark: applies to the recovery test
                 recov_types[bname] = value
+            elif key == "idle_monitor_sleep":  # CBT's idle window before a benchmark
+                if (isinstance(value, bool) or not isinstance(value, (int, float))
+                        or not 0 <= value <= 3600):
+                    c.error(pk, value, "seconds of idle monitoring: a number from 0 to 3600")
+                else:
+                    spec.idle_baseline_seconds = max(spec.idle_baseline_seconds or 0.0,
+                                                     float(value))
             elif key == "osd_ra":  # CBT sets read-ahead per benchmark
                 if c.axis_values(pk, value, (int,)) is not None:
                     spec.benchmark_knobs.setdefault(bname, {})["osd_ra"] = value

@@ -433,7 +433,7 @@ class Sweep:
                                  "records it")
                     else:
                         idle: dict[str, Any] = {}
-                        self.hygiene.idle_baseline(idle)
+                        self.hygiene.idle_baseline(idle, spec.idle_baseline_seconds)
                         rd.update_state(idle_baseline=idle.get("idle_baseline"))
                 self._run_steps(spec, plan, baseline)
         except Interrupted:

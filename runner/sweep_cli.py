@@ -109,10 +109,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     hygiene.add_argument("--health-allow", action="append", default=[], metavar="CHECK",
                          help="a health check that does not stop a step (repeatable), "
                               "e.g. POOL_NO_REDUNDANCY")
-    hygiene.add_argument("--idle-baseline", type=float, default=30.0, metavar="SECONDS",
-                         help="quiet window at run start, tagged as a phase (CBT's "
-                              "idle_monitor_sleep; default 30, 0 = off; needs --metrics-port "
-                              "or --prometheus-url to be of use)")
+    hygiene.add_argument("--idle-baseline", type=float, metavar="SECONDS",
+                         help="quiet window at run start, tagged as a phase (default: the "
+                              "spec's CBT idle_monitor_sleep, else 30; 0 = off; needs "
+                              "--metrics-port or --prometheus-url to be of use)")
     parser.add_argument("--step-timeout", type=float, metavar="SECONDS",
                         help="kill a step's benchmark after this long (default: 3 x estimate, "
                              "at least 600 s)")

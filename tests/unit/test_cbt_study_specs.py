@@ -71,6 +71,7 @@ benchmarks:
   librbdfio:
     time: 300
     ramp: 30
+    idle_monitor_sleep: 60
     vol_size: 65536
     mode: [randread, randwrite, read, write]
     op_size: [4096, 65536]
@@ -153,8 +154,8 @@ STUDIES = {
                              "readmode", "write_only", "pool_profile", "pool_profiles",
                              "iterations", "use_existing"],
                      {"osd_ra", "radosbench.concurrent_ops"}),
-    "all-flash": (ALLFLASH, ["mode", "op_size", "ramp", "vol_size", "volumes_per_client",
-                             "procs_per_volume", "prefill", "norandommap", "numjobs",
+    "all-flash": (ALLFLASH, ["mode", "op_size", "ramp", "idle_monitor_sleep", "vol_size",
+                             "volumes_per_client", "procs_per_volume", "prefill", "norandommap", "numjobs",
                              "iodepth", "use_existing_volumes", "pool_profile"],
                   {"librbdfio.mode", "librbdfio.op_size"}),
     "cbt-talk": (TALK, ["osd_ra", "op_size", "readmode", "pool_profile", "pool_profiles",
@@ -198,6 +199,8 @@ def test_study_keys_reach_the_steps() -> None:
     assert {s.params["vol_object_size"] for s in ec} == {"4M", "2M", "1M", "512K"}
     assert {s.params["data_pool_profile"] for s in ec} == {"ec33"}
     assert load["ec-study"].pool_profiles["ec33"].to_dict()["failure_domain"] == "osd"
+    assert load["all-flash"].idle_baseline_seconds == 60.0  # the run's idle window
+    assert load["shard-tuning"].idle_baseline_seconds is None
     flash = generate_steps(load["all-flash"])
     assert {s.params["volumes_per_client"] for s in flash} == {8}
     assert {s.params["prefill"] for s in flash} == {True}

@@ -103,3 +103,18 @@ def test_a_laggy_pg_fails_the_health_gate():
     mon = Mon(pg_states=[["active+clean+laggy", "active+clean"]])
     with pytest.raises(HygieneError, match=r"PGs settled not reached.*8 active\+clean\+laggy"):
         hygiene(mon, drop_caches=False, scrub_guard=False).before_step("abc")
+
+
+@pytest.mark.parametrize(("flag", "spec", "expected"), [
+    (None, None, 30.0),  # neither says: the default
+    (None, 5.0, 5.0),    # the spec's CBT idle_monitor_sleep
+    (2.0, 5.0, 2.0),     # the flag overrides the spec
+    (0.0, 5.0, None),    # 0 turns it off
+])
+def test_idle_window_length_from_flag_then_spec_then_default(monkeypatch, flag, spec, expected):
+    slept: list[float] = []
+    monkeypatch.setattr("cephscope.runner.hygiene.time.sleep", slept.append)
+    timings: dict[str, Any] = {}
+    hygiene(Mon(), idle_baseline_seconds=flag).idle_baseline(timings, spec)
+    assert slept == ([] if expected is None else [expected])
+    assert ("idle_baseline" in timings) == (expected is not None)

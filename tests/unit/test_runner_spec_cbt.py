@@ -62,6 +62,8 @@ def test_librbdfio_examples_honour_or_warn_every_key() -> None:
     assert "osd_ra" in spec.benchmark_knobs["librbdfio"]
     spec = _load("rbd_fio_test.yaml")
     fio = spec.benchmarks["librbdfio"]
+    assert spec.idle_baseline_seconds == 5.0  # CBT's idle_monitor_sleep: the idle window
+    assert "idle_monitor_sleep" not in "\n".join(spec.warnings)
     # CBT's prefill mapping (its fio job options) means: prefill
     assert fio["prefill"] is True
     assert fio["iodepth"] == [1, 4, 16] and fio["numjobs"] == [1, 4, 8]
