@@ -55,7 +55,7 @@ from cephscope.runner.knobs.host import CLIENT_HOST, HostKnobs
 from cephscope.runner.phase_metrics import MetricsServer, PhaseMetrics
 from cephscope.runner.pools import PoolManager
 from cephscope.runner.recovery import RecoverySpec, RecoveryTest
-from cephscope.runner.restart import make_restart_method
+from cephscope.runner.restart import TYPICAL_RESTART_SECONDS, make_restart_method
 from cephscope.runner.results import (
     IDLE_BASELINE_FILE,
     ResultsError,
@@ -78,8 +78,6 @@ from cephscope.runner.system_metrics import pull_step_window
 DEFAULT_CONF = "/etc/ceph/ceph.conf"
 DEFAULT_POOL = "cephscope-bench"
 DEFAULT_RBD_POOL = "rbd"
-# One parallel OSD restart plus active+clean, measured on the dev cluster (~9 s + a few s).
-RESTART_ESTIMATE_SECONDS = 15.0
 # One dev cluster rebuilt on another release (down, up, HEALTH_OK, pools), measured here.
 REBUILD_ESTIMATE_SECONDS = 60.0
 # Options Ceph flags `startup` that sweeps commonly touch; used by --dry-run when the cluster
@@ -287,7 +285,7 @@ class Sweep:
         bench_seconds = sum(self.benchmarks[s.benchmark].estimated_seconds(
             {**s.params, **({"pool_profile": s.pool_profile} if s.pool_profile else {})})
             for s in steps)
-        estimated = (bench_seconds + restarts * RESTART_ESTIMATE_SECONDS
+        estimated = (bench_seconds + restarts * TYPICAL_RESTART_SECONDS
                      + len(spec.releases) * REBUILD_ESTIMATE_SECONDS)
         return Plan(spec, steps, restart_options, current, estimated, restarts, notes)
 

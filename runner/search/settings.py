@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cephscope.runner.restart import TYPICAL_RESTART_SECONDS
+
 Where = Callable[[tuple[Any, ...]], str]
 
 # objective metric name -> (key of a parsed benchmark result, lower is better by nature)
@@ -32,8 +34,6 @@ METHODS = ("grid", "halving", "bayes")
 SEARCH_KEYS = frozenset({"method", "objectives", "maximize", "minimize", "constraints", "budget",
                          "seed", "eta", "min_seconds", "warmup", "restart_seconds",
                          "max_restarts", "rank_check", "batch"})
-# one OSD restart on the dev cluster (3 OSDs, 2 cores): 5-9 s until every PG is active+clean
-DEFAULT_RESTART_SECONDS = 9.0
 UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "": 1.0,
          "k": 1e3, "M": 1e6, "G": 1e9, "KiB": 1024.0, "MiB": 1024.0 ** 2, "GiB": 1024.0 ** 3}
 _OBJECTIVE = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)(?:@(?P<mode>[a-z]+))?"
@@ -128,7 +128,7 @@ class SearchSettings:
     eta: int = 3  # halving: keep the best 1/eta of each rung
     min_seconds: int = 2  # halving: shortest run
     warmup: int = 0  # seconds at the start of every run that are not measured
-    restart_seconds: float = DEFAULT_RESTART_SECONDS  # one OSD restart, paid from the budget
+    restart_seconds: float = TYPICAL_RESTART_SECONDS  # one OSD restart, paid from the budget
     max_restarts: int | str | None = None  # halving: at most this many restarts; "grid": the
     # grid's own count; None: as many as the budget pays for
     rank_check: int = 3  # halving: candidates re-run long to check the short runs' ranking
@@ -338,11 +338,11 @@ def parse_search(value: Any, where: Where,
                             f">= {minimum}")
             v = default
         parsed[key] = v
-    restart_seconds = value.get("restart_seconds", DEFAULT_RESTART_SECONDS)
+    restart_seconds = value.get("restart_seconds", TYPICAL_RESTART_SECONDS)
     if not _is_num(restart_seconds) or restart_seconds < 0:
         problems.append(f"{where((*kp, 'restart_seconds'))}: search.restart_seconds: "
                         f"{restart_seconds!r}: must be a number >= 0")
-        restart_seconds = DEFAULT_RESTART_SECONDS
+        restart_seconds = TYPICAL_RESTART_SECONDS
     max_restarts = value.get("max_restarts")
     if max_restarts is not None and max_restarts != "grid" and not (
             _is_int(max_restarts) and max_restarts >= 1):
