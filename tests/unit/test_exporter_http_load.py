@@ -43,34 +43,40 @@ def fetch(port: int, path: str = "/metrics", headers: dict[str, str] | None = No
 
 def test_single_flight_shares_one_collection_between_concurrent_callers() -> None:
     calls: list[float] = []
+    entered, release = threading.Event(), threading.Event()
 
     def collect(deadline: float, arrived: float) -> int:
         calls.append(time.monotonic())
-        time.sleep(1.0)  # longer than the twenty arrivals take, even on a loaded host
+        entered.set()
+        release.wait(10)
         return len(calls)
 
     flight: SingleFlight[int] = SingleFlight(collect)
     results: list[int | None] = []
     lock = threading.Lock()
 
-    def scrape() -> None:
-        value = flight.get(time.monotonic(), time.monotonic() + 10)
+    def scrape(arrived: float) -> None:
+        value = flight.get(arrived, time.monotonic() + 10)
         with lock:
             results.append(value)
 
-    threads = [threading.Thread(target=scrape) for _ in range(20)]
+    first = threading.Thread(target=scrape, args=(time.monotonic(),))
+    first.start()
+    assert entered.wait(10)
+    # Nineteen more arrive while collection 1 is in flight. Whether a thread reaches get()
+    # before the collection ends (it joins it) or after (it waited for a worker, say) is up
+    # to the scheduler: either way it gets collection 1.
+    arrived = time.monotonic()
+    threads = [threading.Thread(target=scrape, args=(arrived,)) for _ in range(19)]
     for thread in threads:
         thread.start()
-        time.sleep(0.005)  # arrivals spread over the first collection
-    for thread in threads:
+    time.sleep(0.05)
+    release.set()
+    for thread in [first, *threads]:
         thread.join()
-    # Requests arriving during collection 1 join it: twenty scrapers, one collection, and
-    # none waits longer than that collection.
     assert len(calls) == 1
     assert results == [1] * 20
-    # A request that arrived during it but was served later (it waited for a worker) gets
-    # its result; a request arriving after it ended starts a fresh one.
-    assert flight.get(calls[0] + 0.1, time.monotonic() + 10) == 1
+    # A request arriving after it ended starts a fresh one.
     assert flight.get(time.monotonic(), time.monotonic() + 10) == 2
 
 
