@@ -264,7 +264,15 @@ def test_an_abort_stops_the_running_tools_at_once(tmp_path: Path):
     pid_file = tmp_path / "pid"
     code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
     cmd = ToolCommand([sys.executable, "-c", code], tmp_path / "out", tmp_path / "err")
-    threading.Timer(0.5, abort.set).start()
+
+    def abort_once_running() -> None:  # (a loaded machine can take seconds to start python)
+        for _ in range(3000):
+            if pid_file.exists() and pid_file.read_text():
+                break
+            time.sleep(0.01)
+        abort.set()
+
+    threading.Thread(target=abort_once_running, daemon=True).start()
     started = time.monotonic()
     with pytest.raises(BenchmarkError, match="the step was aborted"):
         run_tools([cmd], 600, "radosbench write", abort=abort)
