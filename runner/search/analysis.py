@@ -52,7 +52,51 @@ class RunData:
         return True
 
 
-def load_run(run_dir: Path, baseline: Mapping[str, str] | None = None) -> RunData:
+# Benchmark parameters that configure the storage rather than the load (an RBD image's
+# object size is chosen when the image is made); every other benchmark parameter is workload.
+CONFIGURATION_PARAMS = frozenset({"vol_object_size"})
+
+
+def workload_axes_of(axes: Sequence[str], benchmarks: set[str]) -> list[str]:
+    """The axes that vary the load (op size, mode, concurrency, ...), not the configuration."""
+    return [a for a in axes if a.split(".", 1)[0] in benchmarks and "." in a
+            and a.split(".", 1)[1] not in CONFIGURATION_PARAMS]
+
+
+def load_runs(run_dir: Path, baseline: Mapping[str, str] | None = None
+              ) -> list[tuple[dict[str, str], RunData]]:
+    """One RunData per workload of the run (the values of its workload axes), so that a
+    configuration is compared with others under the same load only. An objective that names
+    its workload (`iops@randread[iodepth=256]`) already says which steps count: one RunData.
+    Raises AnalysisError when the run sweeps workload axes only (nothing to recommend)."""
+    from cephscope.runner.results import ResultsError, RunDir
+
+    try:
+        steps = RunDir(Path(run_dir)).steps()
+    except (ResultsError, KeyError, ValueError) as exc:
+        raise AnalysisError(str(exc)) from exc
+    settings = _settings(Path(run_dir))
+    if settings is not None and any(o.workload for o in settings.objectives):
+        return [({}, load_run(run_dir, baseline))]
+    axes: list[str] = []
+    for st in steps:
+        axes += [a for a in st.axes if a not in axes]
+    workload = workload_axes_of(axes, {st.benchmark for st in steps})
+    if workload and len(workload) == len(axes):
+        raise AnalysisError(f"{run_dir}: the run sweeps workload axes only "
+                            f"({', '.join(workload)}), no configuration: nothing to recommend")
+    combos: list[dict[str, str]] = []
+    for st in steps:
+        combo = {a: str(st.axes.get(a)) for a in workload}
+        if combo not in combos:
+            combos.append(combo)
+    return [(combo, load_run(run_dir, baseline, combo)) for combo in combos]
+
+
+def load_run(run_dir: Path, baseline: Mapping[str, str] | None = None,
+             workload: Mapping[str, str] | None = None) -> RunData:
+    """The run's candidates and their measurements; with `workload` (axis -> value), only the
+    steps run under that load, its axes left out of the candidates."""
     from cephscope.runner.results import ResultsError, RunDir
 
     rd = RunDir(Path(run_dir))
@@ -72,9 +116,11 @@ def load_run(run_dir: Path, baseline: Mapping[str, str] | None = None) -> RunDat
     # objectives measured at a workload: its parameters' axes are workloads, not configuration
     workload_axes = _workload_axes(axes, {s.benchmark for s in steps}, objectives,
                                    Path(run_dir))
-    axes = [a for a in axes if a not in workload_axes]
+    axes = [a for a in axes if a not in workload_axes and a not in (workload or {})]
     runs: dict[Candidate, list[dict[str, float]]] = {}
     for s in steps:
+        if workload and any(str(s.axes.get(a)) != v for a, v in workload.items()):
+            continue
         if full is not None and s.params.get("time") not in (None, full, int(full)):
             continue
         result = rd.step_result(s)
@@ -249,11 +295,13 @@ def format_recommendation(rec: Recommendation, data: RunData) -> list[str]:
             if not rec.significant:
                 lines.append("no significant difference from the baseline at 95 %: keeping "
                              "the baseline is as good as far as this run can tell")
+    compared = len(data.runs) - 1 - len(rec.too_few) - len(rec.infeasible)
     if rec.indistinguishable:
         lines.append("statistically indistinguishable from it (Welch p >= 0.05): "
                      + "; ".join(label(c) for c in rec.indistinguishable))
-    else:
-        lines.append("every other configuration is significantly worse (Welch p < 0.05)")
+    elif compared > 0:
+        lines.append("every other configuration compared is significantly worse "
+                     "(Welch p < 0.05)")
     if rec.too_few:
         lines.append("not compared (fewer than 2 runs): " + "; ".join(label(c) for c in rec.too_few))
     if rec.infeasible:
@@ -347,19 +395,29 @@ def report_lines(run_dir: Path, plot_dir: Path | None = None) -> tuple[list[str]
     from cephscope.runner.search.live import format_outcome, load_outcome
 
     try:
-        data = load_run(run_dir)
+        per_workload = load_runs(run_dir)
     except AnalysisError:
         return [], []
     lines: list[str] = []
     outcome = load_outcome(RunDir(run_dir))
     if outcome is not None:
         lines += format_outcome(outcome)
-    lines += format_recommendation(recommend(data), data)
     plots: list[Path] = []
-    if len(data.objectives) >= 2:
-        front = front_of(data)
-        lines += format_front(front)
-        if plot_dir is not None:
-            plot_dir.mkdir(parents=True, exist_ok=True)
-            plots.append(plot_front(front, plot_dir / "pareto-front.png"))
+    for i, (workload, data) in enumerate(per_workload):
+        lines += workload_header(workload)
+        lines += format_recommendation(recommend(data), data)
+        if len(data.objectives) >= 2:
+            front = front_of(data)
+            lines += format_front(front)
+            if plot_dir is not None:
+                plot_dir.mkdir(parents=True, exist_ok=True)
+                name = f"pareto-front-{i + 1}.png" if len(per_workload) > 1 else "pareto-front.png"
+                plots.append(plot_front(front, plot_dir / name))
     return lines, plots
+
+
+def workload_header(workload: Mapping[str, str]) -> list[str]:
+    """The line that opens one workload's recommendation (none for a run of one workload)."""
+    if not workload:
+        return []
+    return ["", "workload: " + " ".join(f"{a.split('.', 1)[1]}={v}" for a, v in workload.items())]

@@ -11,9 +11,10 @@ from cephscope.runner.search.analysis import (
     format_front,
     format_recommendation,
     front_of,
-    load_run,
+    load_runs,
     plot_front,
     recommend,
+    workload_header,
 )
 from cephscope.runner.search.live import format_outcome, load_outcome
 
@@ -41,7 +42,7 @@ def _parse_baseline(text: str | None) -> dict[str, str] | None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        data = load_run(args.run_dir, _parse_baseline(args.baseline))
+        per_workload = load_runs(args.run_dir, _parse_baseline(args.baseline))
     except AnalysisError as exc:
         print(f"cephscope recommend: {exc}", file=sys.stderr)
         return 2
@@ -51,12 +52,13 @@ def run(args: argparse.Namespace) -> int:
     if outcome is not None:
         for line in format_outcome(outcome):
             print(line)
-    for line in format_recommendation(recommend(data), data):
-        print(line)
-    if len(data.objectives) >= 2:
-        front = front_of(data)
-        for line in format_front(front):
+    for workload, data in per_workload:
+        for line in workload_header(workload) + format_recommendation(recommend(data), data):
             print(line)
-        if args.plot is not None:
-            print(f"front plot: {plot_front(front, args.plot)}")
+        if len(data.objectives) >= 2:
+            front = front_of(data)
+            for line in format_front(front):
+                print(line)
+            if args.plot is not None:
+                print(f"front plot: {plot_front(front, args.plot)}")
     return 0

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from cephscope.runner.search.analysis import load_run, recommend
+from cephscope.runner.search.analysis import (
+    AnalysisError,
+    format_recommendation,
+    load_run,
+    load_runs,
+    recommend,
+)
 from cephscope.runner.search.engine import Search
 from cephscope.runner.search.pareto import pareto_front
 from cephscope.runner.search.replay import (
@@ -273,6 +279,54 @@ def test_recommend_says_no_significant_difference(tmp_path: Path) -> None:
     rec = recommend(data)
     assert dict(rec.best)["ceph_config.osd_op_num_shards"] == 4
     assert rec.significant is False and rec.improvement_ci[0] < 0 < rec.improvement_ci[1]
+
+
+def _workload_run_dir(tmp_path: Path, values: dict[tuple[int | None, int], list[float]]) -> Path:
+    """A run over (shards, concurrent_ops) -> IOPS per iteration; shards None: not an axis."""
+    steps = []
+    for (shards, ops), vals in values.items():
+        for i, v in enumerate(vals):
+            sid = f"s{shards}c{ops}i{i}"
+            axes = {"radosbench.concurrent_ops": ops}
+            if shards is not None:
+                axes["ceph_config.osd_op_num_shards"] = shards
+            steps.append({"id": sid, "benchmark": "radosbench", "iteration": i,
+                          "params": {"time": 5, "concurrent_ops": ops}, "pool_profile": None,
+                          "ceph_config": {} if shards is None else {"osd_op_num_shards": shards},
+                          "axes": axes})
+            d = tmp_path / f"step-{sid}"
+            d.mkdir()
+            (d / "result.json").write_text(json.dumps({"step": sid, "results": [
+                {"mode": "write", "iops": v, "bandwidth_bytes_per_second": v * 4096}]}))
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "steps": steps,
+                                                   "restart_options": ["osd_op_num_shards"]}))
+    return tmp_path
+
+
+def test_recommendation_per_workload_never_across_loads(tmp_path: Path) -> None:
+    """Concurrency is the load, not a setting: each concurrency gets its own answer (shards 2
+    at 1 op in flight, shards 4 at 16), and the 16-op IOPS never make 16 ops the 'best'."""
+    run = _workload_run_dir(tmp_path, {(2, 1): [300, 305, 298], (4, 1): [250, 255, 248],
+                                       (2, 16): [3000, 3050, 2990], (4, 16): [3600, 3650, 3590]})
+    per_workload = load_runs(run)
+    assert [w for w, _ in per_workload] == [{"radosbench.concurrent_ops": "1"},
+                                            {"radosbench.concurrent_ops": "16"}]
+    best = [dict(recommend(d).best)["ceph_config.osd_op_num_shards"] for _, d in per_workload]
+    assert best == [2, 4]
+    assert all(d.axes == ["ceph_config.osd_op_num_shards"] for _, d in per_workload)
+
+
+def test_workload_axes_only_is_nothing_to_recommend(tmp_path: Path) -> None:
+    run = _workload_run_dir(tmp_path, {(None, 1): [300], (None, 16): [3000]})
+    with pytest.raises(AnalysisError, match=r"workload axes only \(radosbench.concurrent_ops\)"):
+        load_runs(run)
+
+
+def test_single_runs_are_not_called_significantly_worse(tmp_path: Path) -> None:
+    data = load_run(_run_dir(tmp_path, {2: [1000], 4: [1200]}))
+    text = "\n".join(format_recommendation(recommend(data), data))
+    assert "significantly worse" not in text
+    assert "not compared (fewer than 2 runs): osd_op_num_shards=2" in text
 
 
 class Killed(Exception):
