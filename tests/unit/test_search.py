@@ -243,20 +243,8 @@ def test_replay_is_deterministic_per_seed() -> None:
 
 
 def _run_dir(tmp_path: Path, values: dict[int, list[float]]) -> Path:
-    steps = []
-    for shards, vals in values.items():
-        for i, v in enumerate(vals):
-            sid = f"s{shards}i{i}"
-            steps.append({"id": sid, "benchmark": "radosbench", "iteration": i,
-                          "params": {"time": 5}, "pool_profile": None,
-                          "ceph_config": {"osd_op_num_shards": shards},
-                          "axes": {"ceph_config.osd_op_num_shards": shards}})
-            d = tmp_path / f"step-{sid}"
-            d.mkdir()
-            (d / "result.json").write_text(json.dumps({"step": sid, "results": [
-                {"mode": "write", "iops": v, "bandwidth_bytes_per_second": v * 4096}]}))
-    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "steps": steps,
-                                                   "restart_options": ["osd_op_num_shards"]}))
+    """A run over shards -> IOPS per iteration, the cluster's pre-sweep value 2."""
+    _workload_run_dir(tmp_path, {(shards, None): vals for shards, vals in values.items()})
     (tmp_path / "pre_sweep_config.json").write_text(json.dumps(
         {"db": {}, "running": {"osd_op_num_shards": {"osd.0": "2", "osd.1": "2"}}}))
     return tmp_path
@@ -281,17 +269,21 @@ def test_recommend_says_no_significant_difference(tmp_path: Path) -> None:
     assert rec.significant is False and rec.improvement_ci[0] < 0 < rec.improvement_ci[1]
 
 
-def _workload_run_dir(tmp_path: Path, values: dict[tuple[int | None, int], list[float]]) -> Path:
-    """A run over (shards, concurrent_ops) -> IOPS per iteration; shards None: not an axis."""
+def _workload_run_dir(tmp_path: Path,
+                      values: dict[tuple[int | None, int | None], list[float]]) -> Path:
+    """A run over (shards, concurrent_ops) -> IOPS per iteration; None: not an axis."""
     steps = []
     for (shards, ops), vals in values.items():
         for i, v in enumerate(vals):
-            sid = f"s{shards}c{ops}i{i}"
-            axes = {"radosbench.concurrent_ops": ops}
+            sid = f"s{shards}i{i}" if ops is None else f"s{shards}c{ops}i{i}"
+            axes: dict[str, int] = {}
             if shards is not None:
                 axes["ceph_config.osd_op_num_shards"] = shards
+            if ops is not None:
+                axes["radosbench.concurrent_ops"] = ops
             steps.append({"id": sid, "benchmark": "radosbench", "iteration": i,
-                          "params": {"time": 5, "concurrent_ops": ops}, "pool_profile": None,
+                          "params": {"time": 5, **({"concurrent_ops": ops} if ops else {})},
+                          "pool_profile": None,
                           "ceph_config": {} if shards is None else {"osd_op_num_shards": shards},
                           "axes": axes})
             d = tmp_path / f"step-{sid}"
