@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -60,9 +61,11 @@ def restored(devcluster):
     print(f"\nlive: recovery test cleanup: {', '.join(done) or 'nothing to undo'}")
 
 
-def test_blocking_recovery_test_phases_and_report(restored, devcluster, stack, tmp_path):
-    spec = tmp_path / "recovery.yaml"
-    spec.write_text(SPEC)
+def run_sweep(spec_text: str, devcluster, stack, tmp_path: Path
+              ) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """The spec swept to its end on the session cluster (it must succeed); its results dir."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(spec_text)
     results = tmp_path / tmp_path.name  # the dir name is the run id: unique per session
     proc = subprocess.run(
         [sys.executable, "-m", "cephscope.cli", "sweep", str(spec), "--devcluster",
@@ -70,6 +73,11 @@ def test_blocking_recovery_test_phases_and_report(restored, devcluster, stack, t
          str(stack.runner_port), "--metrics-linger", "0", "--idle-baseline", "0"],
         capture_output=True, text=True, timeout=420, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc, results
+
+
+def test_blocking_recovery_test_phases_and_report(restored, devcluster, stack, tmp_path):
+    _, results = run_sweep(SPEC, devcluster, stack, tmp_path)
     (step,) = json.loads((results / "run.json").read_text())["steps"]
     rec = json.loads((results / f"step-{step['id']}" / "result.json").read_text())[
         "timestamps"]["recovery"]
@@ -133,15 +141,7 @@ def test_background_recovery_test_client_runs_only_during_backfill(restored, dev
                                                                    stack, tmp_path):
     """CBT's background mode: the recovery pool is written while osd.2 is out; the client
     starts on its own pool only once the OSD is back in and backfilling."""
-    spec = tmp_path / "background.yaml"
-    spec.write_text(BACKGROUND_SPEC)
-    results = tmp_path / tmp_path.name
-    proc = subprocess.run(
-        [sys.executable, "-m", "cephscope.cli", "sweep", str(spec), "--devcluster",
-         str(devcluster.state_dir), "--results-dir", str(results), "--metrics-port",
-         str(stack.runner_port), "--metrics-linger", "0", "--idle-baseline", "0"],
-        capture_output=True, text=True, timeout=420, check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc, results = run_sweep(BACKGROUND_SPEC, devcluster, stack, tmp_path)
     assert "writing 400 objects of 65536 B to cephscope-rep2-recovery" in proc.stdout
     (step,) = json.loads((results / "run.json").read_text())["steps"]
     result = json.loads((results / f"step-{step['id']}" / "result.json").read_text())
