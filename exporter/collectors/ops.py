@@ -37,7 +37,7 @@ from typing import Any
 
 from cephscope.exporter.asok import Daemon
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
-from cephscope.exporter.exposition import MetricSink, format_value
+from cephscope.exporter.exposition import MetricSink, format_value, line_prefix
 from cephscope.exporter.settings import HostSettings
 
 PHASE_METRIC = "cephscope_osd_op_phase_duration_seconds"
@@ -191,6 +191,8 @@ class DaemonOpHistory:
         self.histogram = PhaseHistogram()
         self.seen: OrderedDict[int, None] = OrderedDict()
         self.observed_ops = 0
+        # (daemon label, phase -> line prefixes), see phase_line_prefixes
+        self.line_prefixes: tuple[str, dict[str, tuple[list[str], str, str, str]]] | None = None
         # Two overlapping scrapes of one daemon must not count an op twice.
         self.lock = threading.Lock()
 
@@ -287,6 +289,24 @@ def emit_in_flight(in_flight: Any, blocked: Any, daemon_label: str, sink: Metric
         ).add_rendered(daemon_label, complaint)
 
 
+def phase_line_prefixes(
+    daemon_label: str, buckets: tuple[float, ...]
+) -> dict[str, tuple[list[str], str, str, str]]:
+    """Per phase: the line prefixes of its buckets, +Inf, _sum and _count (rendered once
+    per daemon: ~150 lines per OSD per scrape otherwise format their labels each time)."""
+    les = [format_value(b) for b in buckets]
+    out = {}
+    for phase in ALL_PHASES:
+        labels = f'{daemon_label},phase="{phase}"'
+        out[phase] = (
+            [line_prefix(f"{PHASE_METRIC}_bucket", f'{labels},le="{le}"') for le in les],
+            line_prefix(f"{PHASE_METRIC}_bucket", f'{labels},le="+Inf"'),
+            line_prefix(f"{PHASE_METRIC}_sum", labels),
+            line_prefix(f"{PHASE_METRIC}_count", labels),
+        )
+    return out
+
+
 def emit_history(history: DaemonOpHistory, doc: Any, daemon_label: str, sink: MetricSink) -> None:
     for key, name, text in (
         ("size", "cephscope_osd_op_history_size",
@@ -307,18 +327,21 @@ def emit_history(history: DaemonOpHistory, doc: Any, daemon_label: str, sink: Me
         "Time historic (slowest recent) OSD ops spent in each phase: receive, queue (op "
         "queue wait), pg, execute, reply, total.",
     )
-    les = [format_value(b) for b in hist.buckets]
-    for phase in ALL_PHASES:
-        labels = f'{daemon_label},phase="{phase}"'
+    if history.line_prefixes is None or history.line_prefixes[0] != daemon_label:
+        history.line_prefixes = (daemon_label, phase_line_prefixes(daemon_label, hist.buckets))
+    add = fam.add_line
+    for phase, (bucket_prefixes, inf_prefix, sum_prefix, count_prefix) in (
+        history.line_prefixes[1].items()
+    ):
         running = 0
         counts = hist.counts[phase]
-        for le, count in zip(les, counts, strict=False):
+        for prefix, count in zip(bucket_prefixes, counts, strict=False):
             running += count
-            fam.add_rendered(f'{labels},le="{le}"', running, "_bucket")
+            add(prefix, running)
         total = running + counts[-1]
-        fam.add_rendered(f'{labels},le="+Inf"', total, "_bucket")
-        fam.add_rendered(labels, round(hist.sums[phase], 9), "_sum")
-        fam.add_rendered(labels, total, "_count")
+        add(inf_prefix, total)
+        add(sum_prefix, round(hist.sums[phase], 9))
+        add(count_prefix, total)
     ignored = sink.counter(
         IGNORED_METRIC,
         "Phase durations not observed because the OSD reported an impossible value "

@@ -151,7 +151,7 @@ def _osd_id_of(argv: list[str]) -> str | None:
 
 def is_osd_process(proc_root: str | os.PathLike[str], pid: int) -> bool:
     try:
-        comm = (Path(proc_root) / str(pid) / "comm").read_text().strip()
+        comm = _read(f"{os.fspath(proc_root)}/{pid}/comm").strip()
     except OSError:
         return False
     return comm == OSD_COMM
