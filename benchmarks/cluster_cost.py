@@ -2,7 +2,7 @@
 the exporter off, on, and on with a longer `--collector.opqueue.min-interval`.
 
     .venv/bin/python benchmarks/cluster_cost.py [--rounds 5] [--seconds 20]
-        [--opqueue-min-interval 60] [--devcluster STATE_DIR] [--seed 1]
+        [--opqueue-min-interval 60] [--devcluster STATE_DIR] [--seed 1] [--cpu-scrapes 100]
 
 Starts a 3-OSD dev cluster on free ports (or uses `--devcluster`) and a pool of its own. Each
 round runs the three conditions in a seeded random order, back to back:
@@ -16,6 +16,14 @@ rados bench (rados bench keeps no latency histogram, fio reports the p99). Print
 round's IOPS and p99 per condition, and per condition the mean paired difference against
 `off` of the same round with its standard deviation and a 95 % interval: the machine is
 shared and noisy, and the interval says whether the effect is above the noise.
+
+The paired IOPS difference is only as fine as the run-to-run noise (±10-15 % on 2 cores), so
+the CPU the exporter takes is also counted directly, which noise barely touches: on the idle
+cluster, `--cpu-scrapes` back-to-back scrapes with every collector reading afresh (threads
+and opqueue min-interval 0), the OSDs' CPU seconds (/proc/<pid>/stat) against an idle window
+as long, and the exporter's own; then the CPU the OSDs and fio use per second of the `off`
+runs. Their ratio, at one scrape per 5 s, is the share of the cluster's CPU the exporter
+takes: where the load is CPU-bound (it is here), the IOPS it can cost.
 """
 
 from __future__ import annotations
@@ -23,7 +31,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -48,6 +58,45 @@ T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 
 
 def t95(df: int) -> float:
     return T95[max(k for k in T95 if k <= df)] if df >= 1 else float("nan")
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """utime + stime of these processes (proc(5)), in seconds."""
+    ticks = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def osd_pids(cluster: DevCluster) -> list[int]:
+    return [pid for name, pid in cluster.running_daemons().items() if name.startswith("osd.")]
+
+
+def scrape_cpu(cluster: DevCluster, log_dir: Path, scrapes: int) -> tuple[float, float, float]:
+    """(OSD CPU s, exporter CPU s, wall s) per scrape: ``scrapes`` back-to-back scrapes with
+    every collector reading afresh, the OSDs' CPU minus an idle window as long."""
+    osds = osd_pids(cluster)
+    fresh = ["--collector.threads.min-interval=0", "--collector.opqueue.min-interval=0"]
+    with exporter(cluster, log_dir, fresh) as (url, exporter_pid):
+        for _ in range(3):  # schemas cached, topology read
+            with urllib.request.urlopen(url, timeout=30) as reply:
+                reply.read()
+        osd0, exp0, wall0 = cpu_seconds(osds), cpu_seconds([exporter_pid]), time.monotonic()
+        for _ in range(scrapes):
+            with urllib.request.urlopen(url, timeout=30) as reply:
+                reply.read()
+        osd1, exp1, wall = cpu_seconds(osds), cpu_seconds([exporter_pid]), time.monotonic() - wall0
+    idle0 = cpu_seconds(osds)
+    time.sleep(wall)
+    idle = cpu_seconds(osds) - idle0
+    return (osd1 - osd0 - idle) / scrapes, (exp1 - exp0) / scrapes, wall / scrapes
 
 
 def free_port() -> int:
@@ -90,7 +139,7 @@ class Scraper:
 
 
 @contextmanager
-def exporter(cluster: DevCluster, log_dir: Path, extra: list[str]) -> Iterator[str]:
+def exporter(cluster: DevCluster, log_dir: Path, extra: list[str]) -> Iterator[tuple[str, int]]:
     port = free_port()
     argv = [exporter_binary(), f"--web.listen-address=127.0.0.1:{port}",
             f"--ceph.asok-dir={cluster.asok_dir}", f"--ceph.conf={cluster.conf_path}",
@@ -110,14 +159,17 @@ def exporter(cluster: DevCluster, log_dir: Path, extra: list[str]) -> Iterator[s
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit(f"exporter did not start; see {log_dir / 'exporter.log'}") from None
                 time.sleep(0.2)
-        yield url
+        yield url, proc.pid
     finally:
         terminate(proc.pid, 10)
         proc.wait(10)
 
 
-def write_load(cluster: DevCluster, seconds: int, name: str) -> tuple[float, float]:
-    """(IOPS, p99 completion latency in ms) of 4 KiB rados object writes."""
+def write_load(cluster: DevCluster, seconds: int, name: str) -> tuple[float, float, float]:
+    """(IOPS, p99 completion latency in ms, CPU s per s of the OSDs and fio) of 4 KiB rados
+    object writes."""
+    osds = osd_pids(cluster)
+    osd0, fio0, wall0 = cpu_seconds(osds), children_cpu_seconds(), time.monotonic()
     argv = ["fio", f"--name={name}", "--ioengine=rados", "--clientname=admin", f"--pool={POOL}",
             f"--conf={cluster.conf_path}", "--rw=write", "--bs=4k", "--size=256m",
             "--iodepth=16", "--time_based", f"--runtime={seconds}", "--ramp_time=2",
@@ -126,8 +178,9 @@ def write_load(cluster: DevCluster, seconds: int, name: str) -> tuple[float, flo
                           check=False, env=cluster.env())
     if done.returncode != 0:
         raise SystemExit(f"fio failed ({done.returncode}): {done.stderr[-500:]}")
+    cpu = (cpu_seconds(osds) - osd0 + children_cpu_seconds() - fio0) / (time.monotonic() - wall0)
     job = json.loads(done.stdout[done.stdout.index("{"):])["jobs"][0]["write"]
-    return float(job["iops"]), float(job["clat_ns"]["percentile"]["99.000000"]) / 1e6
+    return float(job["iops"]), float(job["clat_ns"]["percentile"]["99.000000"]) / 1e6, cpu
 
 
 def summarize(name: str, diffs: list[float]) -> str:
@@ -145,6 +198,8 @@ def main() -> int:
     parser.add_argument("--opqueue-min-interval", type=float, default=60.0)
     parser.add_argument("--devcluster", type=Path, help="use this running dev cluster")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--cpu-scrapes", type=int, default=100,
+                        help="back-to-back scrapes for the CPU count (0: skip it)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="cluster-cost-"))
     own = args.devcluster is None
@@ -158,7 +213,7 @@ def main() -> int:
         "on": [],
         "on+mi": [f"--collector.opqueue.min-interval={args.opqueue_min_interval:g}"],
     }
-    figures: dict[str, list[tuple[float, float]]] = {c: [] for c in conditions}
+    figures: dict[str, list[tuple[float, float, float]]] = {c: [] for c in conditions}
     scrape_ms: dict[str, list[float]] = {c: [] for c in conditions if c != "off"}
     rng = random.Random(args.seed)
     try:
@@ -166,6 +221,7 @@ def main() -> int:
         cluster.ceph("osd", "pool", "application", "enable", POOL, "rados")
         cluster.wait_pgs_active_clean()
         write_load(cluster, 5, "warmup")
+        per_scrape = scrape_cpu(cluster, work, args.cpu_scrapes) if args.cpu_scrapes else None
         for r in range(1, args.rounds + 1):
             order = list(conditions)
             rng.shuffle(order)
@@ -175,7 +231,7 @@ def main() -> int:
                 if extra is None:
                     result = write_load(cluster, args.seconds, f"r{r}-{cond}")
                 else:
-                    with exporter(cluster, work, extra) as url, Scraper(url) as scraper:
+                    with exporter(cluster, work, extra) as (url, _), Scraper(url) as scraper:
                         time.sleep(1)  # a first scrape before the load starts
                         result = write_load(cluster, args.seconds, f"r{r}-{cond}")
                     scrape_ms[cond] += [d * 1000 for d in scraper.durations]
@@ -198,6 +254,16 @@ def main() -> int:
         ms = sorted(scrape_ms[cond])
         print(f"{'scrapes ' + cond:<26} {len(ms)} scrapes, median {statistics.median(ms):.0f} ms,"
               f" max {ms[-1]:.0f} ms")
+    if per_scrape is not None:
+        osd_cpu, exporter_cpu, wall = per_scrape
+        load_cpu = statistics.fmean(f[2] for f in figures["off"])
+        share = (max(osd_cpu, 0.0) + exporter_cpu) / SCRAPE_INTERVAL_SECONDS / load_cpu
+        print(f"{'CPU per scrape':<26} OSDs {osd_cpu * 1000:.1f} ms, exporter "
+              f"{exporter_cpu * 1000:.1f} ms ({args.cpu_scrapes} back-to-back scrapes, "
+              f"{wall * 1000:.0f} ms each, every collector reading afresh; OSDs minus an idle "
+              "window as long)")
+        print(f"{'CPU share at 5 s':<26} {100 * share:.2f} % of the {load_cpu:.2f} CPU s/s the "
+              "OSDs and fio use under the write load (the IOPS it can cost when CPU-bound)")
     off = [f[0] for f in figures["off"]]
     print(f"{'noise: off runs':<26} IOPS mean {statistics.fmean(off):.0f}, sd "
           f"{statistics.stdev(off):.0f} ({100 * statistics.stdev(off) / statistics.fmean(off):.1f}"

@@ -1,7 +1,7 @@
 """Fuzz every admin-socket reply parser through the whole scrape and HTTP path.
 
     .venv/bin/python benchmarks/fuzz_scrape.py [--mutations 100000] [--seed 1]
-        [--promtool-every 1]
+        [--promtool-every 1] [--workers 2]
 
 Two fake OSDs replay real captures (tests/unit/fake_asok.py) behind a real
 cephscope-exporter HTTP server with every collector on; each round replaces one reply of
@@ -29,9 +29,11 @@ tests run a 1,000-round subset.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import hashlib
 import json
 import logging
+import multiprocessing
 import os
 import random
 import re
@@ -322,21 +324,42 @@ def _scrape(port: int) -> tuple[int, bytes]:
         return err.code, b""
 
 
+def run_share(mutations: int, seed: int, promtool_every: int) -> Counter[str]:
+    """One worker's rounds (a process of its own: the exporter under test is threaded)."""
+    logging.getLogger("cephscope").setLevel(logging.ERROR)
+    return run(mutations, seed, promtool_every, quiet=False)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mutations", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--promtool-every", type=int, default=100,
                         help="promtool on every N-th round besides every new shape (1 = all)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="processes, each with its share of the rounds and its own seed "
+                             "(seed, seed+1, ...)")
     args = parser.parse_args()
     logging.getLogger("cephscope").setLevel(logging.ERROR)
+    workers = max(1, args.workers)
+    shares = [args.mutations // workers + (i < args.mutations % workers) for i in range(workers)]
+    seeds = [args.seed + i for i in range(workers)]
     started = time.monotonic()
-    failures = run(args.mutations, args.seed, args.promtool_every)
+    if workers == 1:
+        failures = run(args.mutations, args.seed, args.promtool_every)
+    else:
+        failures = Counter()
+        spawn = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=spawn) as pool:
+            for counts in pool.map(run_share, shares, seeds, [args.promtool_every] * workers):
+                failures.update(counts)
     elapsed = time.monotonic() - started
     rounds = failures.pop("rounds")
     calls = failures.pop("promtool calls")
     checked = failures.pop("promtool checked")
-    print(f"{rounds} mutated replies (seed {args.seed}, Ceph {CEPH_VERSION} captures + "
+    seed_text = f"seed {args.seed}" if workers == 1 else (
+        f"{workers} workers, seeds {seeds[0]}..{seeds[-1]}")
+    print(f"{rounds} mutated replies ({seed_text}, Ceph {CEPH_VERSION} captures + "
           f"{MCLOCK_RELEASE} mclock queue), {elapsed:.0f} s ({rounds / elapsed:.0f}/s), "
           f"promtool on {checked} expositions in {calls} runs (every new shape + every "
           f"{args.promtool_every}. round), load average {os.getloadavg()[0]:.1f}")

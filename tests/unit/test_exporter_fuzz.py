@@ -22,10 +22,10 @@ def load_fuzz() -> ModuleType:
 
 
 def test_mutated_replies_cost_only_their_daemon_and_pass_promtool() -> None:
-    # 1000 rounds: ~2.5 min on the loaded 2-core CI host (5000 would take ~13).
-    failures = load_fuzz().run(1000, seed=3, promtool_every=100, quiet=True)
-    assert failures.pop("rounds") == 1000
-    assert failures.pop("promtool checked") >= 10  # every new shape and every 100th round
+    # The 5000-round subset of benchmarks/fuzz_scrape.py's 100,000: ~2.5 min on 2 idle cores.
+    failures = load_fuzz().run(5000, seed=3, promtool_every=100, quiet=True)
+    assert failures.pop("rounds") == 5000
+    assert failures.pop("promtool checked") >= 50  # every new shape and every 100th round
     assert failures.pop("promtool calls") >= 1  # in batches
     assert not failures, failures
 
