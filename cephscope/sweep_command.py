@@ -34,7 +34,8 @@ def devcluster_target(state_dir: Path) -> CephTarget:
         osd_asok=cluster.osd_asok,
         host_for=plain.host_for,
         default_restart=FunctionRestart(
-            "dev cluster", lambda ids, timeout: cluster.restart_osds(ids, timeout=timeout)),
+            "dev cluster", lambda ids, timeout, on_stopped: cluster.restart_osds(
+                ids, timeout=timeout, on_stopped=on_stopped)),
         ssh_config=cluster.ssh_config,
         # A release other than this machine's runs its clients from its root filesystem too.
         tool_prefix=tuple(cluster.admin_command([])),

@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -825,21 +825,22 @@ class DevCluster:
 
     # ---- restart ---------------------------------------------------------------------------
 
-    def restart_osds(self, ids: Iterable[int], timeout: float = 120) -> float:
-        """Restart OSDs in parallel; return when they are up again (seconds taken)."""
+    def restart_osds(self, ids: Iterable[int], timeout: float = 120,
+                     on_stopped: Callable[[], None] | None = None) -> float:
+        """Restart OSDs in parallel (one that is not running is started); return when they are
+        up again (seconds taken). All are stopped before any starts: `on_stopped` is called
+        in between."""
         ids = list(ids)
         known = set(self.osd_ids())
         unknown = [i for i in ids if i not in known]
         if unknown:
             raise DevClusterError(f"no such OSD in this dev cluster: {unknown} (have {sorted(known)})")
         started = time.monotonic()
-
-        def restart(osd_id: int) -> None:
-            self._stop_daemon(f"osd.{osd_id}")
-            self._start_daemon("osd", str(osd_id))
-
         with ThreadPoolExecutor(max_workers=max(1, len(ids))) as pool:
-            list(pool.map(restart, ids))
+            list(pool.map(lambda i: self._stop_daemon(f"osd.{i}"), ids))
+            if on_stopped is not None:
+                on_stopped()
+            list(pool.map(lambda i: self._start_daemon("osd", str(i)), ids))
         # The mon marks a restarted OSD up only after it has booted again.
         self._wait_osds_up(ids, timeout=timeout)
         self._wait_asok(ids, timeout=timeout)

@@ -5,6 +5,9 @@ starts (it is read once, there). Its value is `STAGE` or `STAGE:N` (the N-th tim
 process reaches the stage, default the first):
 
 - `config_apply`: a step's ceph config is set in the mon's config db, no OSD restarted yet;
+- `osd_stopped`: inside the restart method, the OSDs being restarted are stopped and none is
+  started yet (the dev cluster's restart; a restart by one command per OSD, such as
+  `systemctl restart`, has no such moment and never reaches it);
 - `osd_restart`: the restart method has restarted OSDs, the runner waits for them to serve
   (up with a newer epoch, admin socket answering, PGs active+clean);
 - `benchmark`: a step's benchmark tool runs (its first live figure arrived);
@@ -23,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 CRASH_ENV = "CEPHSCOPE_TEST_CRASH_AT"
-STAGES = ("config_apply", "osd_restart", "benchmark", "result_write", "restore")
+STAGES = ("config_apply", "osd_stopped", "osd_restart", "benchmark", "result_write", "restore")
 
 # What the runner calls at each stage: a no-op unless a crash point is armed.
 Checkpoint = Callable[[str], None]

@@ -1,6 +1,8 @@
 """Restarting OSDs: the strategies (a function the cluster provides, systemd, cephadm, an argv
 template) and the restart itself (parallel or rolling, then up again with a newer epoch, admin
-socket answering, every PG active+clean)."""
+socket answering, every PG active+clean), with an intent journal: the OSDs a restart is under
+way for are recorded before it starts and cleared once they serve again, so a runner killed in
+between knows on `--resume` which OSDs may have been left stopped."""
 
 from __future__ import annotations
 
@@ -21,30 +23,92 @@ from cephscope.runner.crashpoints import Checkpoint, no_checkpoint
 TYPICAL_RESTART_SECONDS = 9.0
 
 
+# Called by a restart method once the OSDs it restarts are all stopped, none started yet.
+StoppedHook = Callable[[], None]
+
+
+def nothing_stopped() -> None:
+    """The default stopped hook: nothing to do."""
+
+
 class RestartMethod(Protocol):
     name: str
 
-    def restart(self, osd_ids: Sequence[int], timeout_seconds: float) -> None:
-        """Restart these OSDs (all at once); return when the restart has been issued/done."""
+    def restart(self, osd_ids: Sequence[int], timeout_seconds: float,
+                on_stopped: StoppedHook = nothing_stopped) -> None:
+        """Restart these OSDs (all at once); return when the restart has been issued/done.
+        A method that stops and starts them as two moves calls `on_stopped` in between; one
+        that cannot tell (a single command does both) never calls it. A restart of an OSD
+        that is not running must start it."""
+
+
+class RestartJournal(Protocol):
+    """Where the OSDs a restart is under way for are recorded (the run dir's state)."""
+
+    def begin(self, osd_ids: Sequence[int]) -> None:
+        """Record these OSDs as being restarted (before the restart method is called)."""
+
+    def end(self, osd_ids: Sequence[int]) -> None:
+        """These OSDs serve again: drop them from the record."""
+
+    def pending(self) -> list[int]:
+        """OSDs recorded as being restarted (a killed runner's unfinished restart)."""
+
+
+class NoRestartJournal:
+    """The default: nothing recorded (a restart outside a run dir)."""
+
+    def begin(self, osd_ids: Sequence[int]) -> None:
+        pass
+
+    def end(self, osd_ids: Sequence[int]) -> None:
+        pass
+
+    def pending(self) -> list[int]:
+        return []
+
+
+class StateRestartJournal:
+    """A journal kept in a list of OSD ids that `read` returns and `write` stores (the run
+    dir's `state.json`). Ids are added and removed, so a record of an earlier unfinished
+    restart survives a rolling one that covers it OSD by OSD."""
+
+    def __init__(self, read: Callable[[], Sequence[int]],
+                 write: Callable[[list[int]], None]) -> None:
+        self.read = read
+        self.write = write
+
+    def pending(self) -> list[int]:
+        return sorted({int(i) for i in self.read()})
+
+    def begin(self, osd_ids: Sequence[int]) -> None:
+        self.write(sorted(set(self.pending()) | {int(i) for i in osd_ids}))
+
+    def end(self, osd_ids: Sequence[int]) -> None:
+        done = {int(i) for i in osd_ids}
+        self.write([i for i in self.pending() if i not in done])
 
 
 class FunctionRestart:
     """A restart the cluster's owner provides as a function (the dev cluster restarts its own
-    daemons); the function raises on failure."""
+    daemons): called with the OSD ids, the timeout and the stopped hook; it raises on
+    failure."""
 
-    def __init__(self, name: str, restart_osds: Callable[[list[int], float], object],
+    def __init__(self, name: str,
+                 restart_osds: Callable[[list[int], float, StoppedHook], object],
                  retries: int = 1, retry_pause_seconds: float = 3.0) -> None:
         self.name = name
         self.restart_osds = restart_osds
         self.retries = retries
         self.retry_pause_seconds = retry_pause_seconds
 
-    def restart(self, osd_ids: Sequence[int], timeout_seconds: float) -> None:
+    def restart(self, osd_ids: Sequence[int], timeout_seconds: float,
+                on_stopped: StoppedHook = nothing_stopped) -> None:
         # One retry by default: seen on the 2-core machine, a start racing the pid-file lock of
         # the previous process ("failed to lock pidfile"); a second restart a moment later works.
         for attempt in range(self.retries + 1):
             try:
-                self.restart_osds(list(osd_ids), timeout_seconds)
+                self.restart_osds(list(osd_ids), timeout_seconds, on_stopped)
                 return
             except Exception as exc:  # the owner's own error types: one clear message
                 if attempt == self.retries:
@@ -54,7 +118,10 @@ class FunctionRestart:
 
 
 class ArgvRestart:
-    """Restart by running an argv template per OSD, `{id}` substituted in each element."""
+    """Restart by running an argv template per OSD, `{id}` substituted in each element. One
+    command stops and starts the OSD, so there is no moment to call the stopped hook at; the
+    command must start an OSD that is not running (`systemctl restart` and `ceph orch daemon
+    restart` do)."""
 
     def __init__(self, name: str, template: Sequence[str]) -> None:
         self.name = name
@@ -63,7 +130,8 @@ class ArgvRestart:
     def argv_for(self, osd_id: int) -> list[str]:
         return [a.replace("{id}", str(osd_id)) for a in self.template]
 
-    def restart(self, osd_ids: Sequence[int], timeout_seconds: float) -> None:
+    def restart(self, osd_ids: Sequence[int], timeout_seconds: float,
+                on_stopped: StoppedHook = nothing_stopped) -> None:
         def one(osd_id: int) -> str | None:
             argv = self.argv_for(osd_id)
             try:
@@ -104,15 +172,18 @@ def make_restart_method(method: str, cli: CephCli, provided: RestartMethod | Non
 
 class OsdRestarter:
     """Restarts OSDs with a method and waits until they serve again (up with a newer epoch,
-    admin socket answering, every PG active+clean)."""
+    admin socket answering, every PG active+clean). The journal records each batch's OSDs
+    from before the method is called until they serve again."""
 
     def __init__(self, cli: CephCli, method: RestartMethod | None,
                  osd_asok: Callable[[int], Path | None], *, rolling: bool = False,
                  timeout_seconds: float = 600.0, poll_seconds: float = 0.5,
-                 checkpoint: Checkpoint = no_checkpoint) -> None:
+                 checkpoint: Checkpoint = no_checkpoint,
+                 journal: RestartJournal | None = None) -> None:
         self.cli = cli
         self.method = method
         self.checkpoint = checkpoint
+        self.journal: RestartJournal = journal or NoRestartJournal()
         self.osd_asok = osd_asok
         self.rolling = rolling
         self.timeout_seconds = timeout_seconds
@@ -128,12 +199,15 @@ class OsdRestarter:
         batches = [[i] for i in osd_ids] if self.rolling else [list(osd_ids)]
         for batch in batches:
             before = self.up_from(batch)
+            self.journal.begin(batch)
             t0 = time.monotonic()
-            self.method.restart(batch, self.timeout_seconds)
+            self.method.restart(batch, self.timeout_seconds,
+                                on_stopped=lambda: self.checkpoint("osd_stopped"))
             t1 = time.monotonic()
             self.checkpoint("osd_restart")
             up_since = self.wait_osds_restarted(batch, before)
             self.wait_pgs_active_clean(up_since)
+            self.journal.end(batch)
             restart_total += t1 - t0
             wait_total += time.monotonic() - t1
         return restart_total, wait_total

@@ -55,7 +55,11 @@ from cephscope.runner.knobs.host import CLIENT_HOST, HostKnobs
 from cephscope.runner.phase_metrics import MetricsServer, PhaseMetrics
 from cephscope.runner.pools import PoolManager
 from cephscope.runner.recovery import RecoverySpec, RecoveryTest
-from cephscope.runner.restart import TYPICAL_RESTART_SECONDS, make_restart_method
+from cephscope.runner.restart import (
+    TYPICAL_RESTART_SECONDS,
+    StateRestartJournal,
+    make_restart_method,
+)
 from cephscope.runner.results import (
     IDLE_BASELINE_FILE,
     ResultsError,
@@ -184,6 +188,9 @@ class Sweep:
         self.host_for: Callable[[str], HostExec] = lambda name: LocalHost()
         self.release: str | None = None  # the release the cluster was rebuilt on by this run
         self.ceph_version = ""  # what the cluster's daemons report (`ceph versions`)
+        # the OSDs a restart is under way for, in the run dir's state (see _resume_restart)
+        self.restart_journal = StateRestartJournal(self._restarting_osds,
+                                                   self._record_restarting_osds)
 
     # ---- spec + cluster ------------------------------------------------------------------------
 
@@ -236,7 +243,8 @@ class Sweep:
         rolling = spec.restart.rolling if o.rolling is None else o.rolling
         self.config = ConfigManager(self.cli, restart, target.osd_asok, rolling=rolling,
                                     timeout_seconds=spec.restart.timeout_seconds, log=self.log,
-                                    checkpoint=o.checkpoint)
+                                    checkpoint=o.checkpoint,
+                                    restart_journal=self.restart_journal)
         # host knobs, cache drops and the environment reach the clients the benchmarks run on
         clients = {c.name: c for c in self.clients}
         self.client_hosts = list(clients) or [CLIENT_HOST]
@@ -345,6 +353,7 @@ class Sweep:
             assert self.opts.resume_dir is not None
             self.run_dir = RunDir(self.opts.resume_dir)
             steps = self.run_dir.steps()
+            self._resume_restart()  # before the plan reads every OSD's running values
             # a search's steps are decided as it goes: plan over the whole grid
             plan = self.plan(spec) if _searches(spec) else self.plan(spec, steps)
             run_id = self.run_dir.run_id
@@ -373,6 +382,35 @@ class Sweep:
                          f"restart(s), estimated {format_duration(plan.estimated_seconds)}; "
                          f"results in {path}")
         return self._execute(spec, plan, run_id)
+
+    def _restarting_osds(self) -> list[int]:
+        if self.run_dir is None:
+            return []
+        return list(self.run_dir.read_state().get("restarting_osds") or [])
+
+    def _record_restarting_osds(self, osd_ids: list[int]) -> None:
+        if self.run_dir is not None:
+            self.run_dir.update_state(restarting_osds=osd_ids)
+
+    def _resume_restart(self) -> None:
+        """A restart the killed run did not see through may have left OSDs stopped (killed
+        between their stop and start): restart them again and wait as for any restart."""
+        pending = self.restart_journal.pending()
+        if not pending:
+            return
+        assert self.config is not None
+        names = ", ".join(f"osd.{i}" for i in pending)
+        them = "it" if len(pending) == 1 else "them"
+        self.log(f"a restart of {names} was interrupted by the previous run: restarting {them}")
+        try:
+            self.config.restarter.restart_osds(pending)
+        except CephError as exc:
+            if self.cli is not None:
+                self.cli.close()
+            close_clients(self.clients, self.ssh_control_dir)
+            raise SweepError(f"a restart of {names} was interrupted by the previous run and "
+                             f"restarting {them} again failed: {exc}; start {them} and run "
+                             f"--resume again") from exc
 
     def _execute(self, spec: Spec, plan: Plan, run_id: str) -> int:
         assert self.run_dir is not None and self.config is not None and self.cli is not None

@@ -21,7 +21,7 @@ from typing import Any
 from cephscope.exporter.asok import AsokClient, AsokError, decode_response
 from cephscope.runner.cephclient import CephCli, CephError
 from cephscope.runner.crashpoints import Checkpoint, no_checkpoint
-from cephscope.runner.restart import OsdRestarter, RestartMethod
+from cephscope.runner.restart import OsdRestarter, RestartJournal, RestartMethod
 
 CONFIG_SECTION = "osd"
 Log = Callable[[str], None]
@@ -101,12 +101,13 @@ class ConfigManager:
     def __init__(self, cli: CephCli, restart_method: RestartMethod | None,
                  osd_asok: Callable[[int], Path | None], *, rolling: bool = False,
                  timeout_seconds: float = 600.0, log: Log = print,
-                 poll_seconds: float = 0.5, checkpoint: Checkpoint = no_checkpoint) -> None:
+                 poll_seconds: float = 0.5, checkpoint: Checkpoint = no_checkpoint,
+                 restart_journal: RestartJournal | None = None) -> None:
         self.cli = cli
         self.osd_asok = osd_asok
         self.restarter = OsdRestarter(cli, restart_method, osd_asok, rolling=rolling,
                                       timeout_seconds=timeout_seconds, poll_seconds=poll_seconds,
-                                      checkpoint=checkpoint)
+                                      checkpoint=checkpoint, journal=restart_journal)
         self.checkpoint = checkpoint
         self.log = log
         self.poll_seconds = poll_seconds

@@ -6,7 +6,8 @@ kills itself at the stage (the `CEPHSCOPE_TEST_CRASH_AT` test hook, see
 cephscope.runner.crashpoints): a real process death, nothing of the runner's own cleanup runs.
 Then: no benchmark process outlives it; `--resume` finishes with every step done exactly once
 (the steps done before the kill are not redone), the pre-sweep config and shard count back on
-every OSD, and the run's OSD flags unset.
+every OSD, and the run's OSD flags unset. Killed inside the dev cluster's restart (its OSDs
+stopped, none started), the OSDs are really down until `--resume` restarts them first.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ benchmarks:
 # stage -> (the hook's value, steps done when the runner dies)
 CRASHES = {
     "config_apply": ("config_apply:2", 1),  # step 2's config set, before its verification
+    "osd_stopped": ("osd_stopped:1", 0),  # step 1's OSDs all stopped, none started again
     "osd_restart": ("osd_restart:1", 0),  # step 1's OSDs restarted, PGs not yet waited for
     "benchmark": ("benchmark:2", 1),  # step 2's rados bench running
     "result_write": ("result_write:2", 1),  # step 2 measured, its result not written
@@ -67,17 +69,39 @@ def osd_flags(devcluster: Any) -> set[str]:
     return set(devcluster.ceph_json("osd", "dump")["flags"].split(","))
 
 
+def osds_up(devcluster: Any) -> dict[int, bool]:
+    """osd id -> up, as the mon has it."""
+    return {o["osd"]: o["up"] == 1 for o in devcluster.ceph_json("osd", "dump")["osds"]}
+
+
+def start_stopped_osds(devcluster: Any) -> None:
+    """Whatever happened in the test: no OSD of the shared cluster left stopped."""
+    stopped = [i for i in devcluster.osd_ids() if devcluster.osd_pid(i) is None]
+    if stopped:
+        devcluster.restart_osds(stopped)
+        devcluster.wait_pgs_active_clean()
+
+
 @pytest.mark.parametrize("stage", list(CRASHES))
 def test_runner_killed_at_stage_then_resumed(devcluster, tmp_path: Path, stage: str,
                                              restore_shards) -> None:  # noqa: F811
-    shards_before, db_before = restore_shards
-    hook, done_at_crash = CRASHES[stage]
     spec = tmp_path / "crash.yaml"
     spec.write_text(SPEC)
     results = tmp_path / f"crash-{stage}-{os.getpid()}"
     common = ["--devcluster", str(devcluster.state_dir), "--metrics-linger", "0",
               "--idle-baseline", "0"]
     started = time.monotonic()
+    try:
+        check_kill_and_resume(devcluster, results, spec, stage, common, restore_shards)
+    finally:
+        start_stopped_osds(devcluster)
+    print(f"\nlive crash at {stage}: kill + resume in {time.monotonic() - started:.1f}s")
+
+
+def check_kill_and_resume(devcluster: Any, results: Path, spec: Path, stage: str,
+                          common: list[str], restore_shards: Any) -> None:  # noqa: F811
+    shards_before, db_before = restore_shards
+    hook, done_at_crash = CRASHES[stage]
     first = subprocess.run(sweep_argv(str(spec), "--results-dir", str(results), *common),
                            env={**os.environ, CRASH_ENV: hook}, capture_output=True, text=True,
                            timeout=300, check=False)
@@ -95,11 +119,25 @@ def test_runner_killed_at_stage_then_resumed(devcluster, tmp_path: Path, stage: 
     assert len(done_before) == done_at_crash, (stage, first.stdout)
     if stage != "restore":
         assert "noscrub" in osd_flags(devcluster)  # the killed run left its flags set
+    restarted_osds = devcluster.osd_ids()  # a step's shard count: every OSD restarts
+    if stage == "osd_stopped":
+        # killed between stop and start: no OSD process, and the mon has them down
+        assert [i for i in restarted_osds if devcluster.osd_pid(i) is not None] == []
+        deadline = time.monotonic() + 30
+        while any(osds_up(devcluster).values()):
+            assert time.monotonic() < deadline, osds_up(devcluster)
+            time.sleep(0.5)
 
     resumed = subprocess.run(sweep_argv("--resume", str(results), *common), capture_output=True,
                              text=True, timeout=300, check=False)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"{done_at_crash}/2 steps already done" in resumed.stdout
+    interrupted = (f"a restart of {', '.join(f'osd.{i}' for i in restarted_osds)} was "
+                   f"interrupted by the previous run: restarting them")
+    # the restart the kill cut short is done again first; no other kill leaves one behind
+    assert (interrupted in resumed.stdout) == (stage in ("osd_stopped", "osd_restart")), \
+        resumed.stdout
+    assert json.loads((results / "state.json").read_text()).get("restarting_osds", []) == []
     # each step not done before ran exactly once now; the others not at all
     assert resumed.stdout.count(": starting") == 2 - done_at_crash, resumed.stdout
     for s in steps:
@@ -118,4 +156,4 @@ def test_runner_killed_at_stage_then_resumed(devcluster, tmp_path: Path, stage: 
     assert shard_counts(devcluster) == shards_before
     assert not {"noscrub", "nodeep-scrub"} & osd_flags(devcluster)
     assert not benchmark_processes(devcluster)
-    print(f"\nlive crash at {stage}: kill + resume in {time.monotonic() - started:.1f}s")
+    assert all(osds_up(devcluster).values()), osds_up(devcluster)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -86,6 +86,8 @@ class FakeCluster:
         self.restarts: list[list[int]] = []
         self.commands: list[tuple[str, dict]] = []
         self.restart_ignores_db = False
+        self.stopped: set[int] = set()  # OSDs whose process is not running (down)
+        self.restart_error: str | None = None  # the restart method fails with this
         self.pools: dict[str, dict[str, Any]] = {}
 
     # the CephCli surface the manager uses
@@ -97,7 +99,7 @@ class FakeCluster:
             return {"name": args["key"], **OPTIONS[args["key"]]}
         if prefix == "osd dump":
             return {"epoch": self.epoch, "osds": [
-                {"osd": i, "up": 1, "in": 1, "up_from": o["up_from"]}
+                {"osd": i, "up": int(i not in self.stopped), "in": 1, "up_from": o["up_from"]}
                 for i, o in self.osds.items()]}
         if prefix == "config dump":
             return [{"section": "osd", "name": k, "value": v, "mask": ""}
@@ -139,13 +141,21 @@ class FakeCluster:
     def json(self, *args: str, timeout: float | None = None) -> Any:
         assert args[0] == "tell" and args[2:4] == ("config", "get")
         osd = int(args[1].split(".")[1])
+        if osd in self.stopped:
+            raise CephError(f"`ceph tell osd.{osd}` failed: problem getting command descriptions")
         return {args[4]: self.osds[osd]["config"][args[4]]}
 
     # restart method
     name = "fake"
 
-    def restart(self, osd_ids: Sequence[int], timeout_seconds: float) -> None:
+    def restart(self, osd_ids: Sequence[int], timeout_seconds: float,
+                on_stopped: Callable[[], None] = lambda: None) -> None:
+        if self.restart_error is not None:
+            raise CephError(self.restart_error)
         self.restarts.append(list(osd_ids))
+        self.stopped |= set(osd_ids)
+        on_stopped()
+        self.stopped -= set(osd_ids)
         for i in osd_ids:
             self.epoch += 1
             self.osds[i]["up_from"] = self.epoch

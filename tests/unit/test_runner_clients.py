@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -179,7 +179,8 @@ class CommandRestartSweep(FakeSweep):
         class Both:
             name = "command"
 
-            def restart(self, osd_ids: Sequence[int], timeout_seconds: float) -> None:
+            def restart(self, osd_ids: Sequence[int], timeout_seconds: float,
+                        on_stopped: Callable[[], None] = lambda: None) -> None:
                 command.restart(osd_ids, timeout_seconds)
                 cluster.restart(osd_ids, timeout_seconds)
 

@@ -86,7 +86,7 @@ def test_pg_wait_polls_until_clean_and_times_out_naming_the_pgs():
 def test_function_restart_retries_once_then_names_the_osds():
     calls: list[list[int]] = []
 
-    def flaky(ids, timeout):
+    def flaky(ids, timeout, on_stopped):
         calls.append(ids)
         if len(calls) == 1:
             raise RuntimeError("failed to lock pidfile")
@@ -94,7 +94,7 @@ def test_function_restart_retries_once_then_names_the_osds():
     FunctionRestart("dev cluster", flaky, retry_pause_seconds=0).restart([1, 2], 5)
     assert calls == [[1, 2], [1, 2]]
 
-    def broken(ids, timeout):
+    def broken(ids, timeout, on_stopped):
         raise RuntimeError("no such daemon")
 
     with pytest.raises(CephError, match=r"dev cluster could not restart OSDs \[3\]: no such"):

@@ -48,7 +48,8 @@ class FakeSweep(Sweep):
     def connect(self, spec: Any) -> None:
         self.cli = self.cluster  # type: ignore[assignment]
         self.config = ConfigManager(self.cluster, self.cluster, lambda i: None,  # type: ignore[arg-type]
-                                    log=lambda m: None, poll_seconds=0.01, timeout_seconds=5)
+                                    log=lambda m: None, poll_seconds=0.01, timeout_seconds=5,
+                                    restart_journal=self.restart_journal)
 
 
 @pytest.fixture(autouse=True)
