@@ -154,9 +154,12 @@ def exposition_shape(body: bytes) -> bytes:
     return hashlib.blake2b(_PLAIN_VALUE.sub(b" N\n", body), digest_size=16).digest()
 
 
-def run(mutations: int, seed: int, promtool_every: int, quiet: bool = False) -> Counter[str]:
+def run(mutations: int, seed: int, promtool_every: int, quiet: bool = False,
+        first_round: int = 0) -> Counter[str]:
     """Run the rounds; return failure counts by kind (empty: all passed) plus 'rounds' and
-    'promtool calls' (runs) and 'promtool checked' (expositions)."""
+    'promtool calls' (runs) and 'promtool checked' (expositions). Rounds before
+    ``first_round`` only draw their mutation (the same random sequence, nothing served):
+    a failing stretch of a long run is re-run from there in seconds."""
     promtool = shutil.which("promtool")
     assert promtool, "promtool is needed (Debian: prometheus)"
     rng = random.Random(seed)
@@ -194,7 +197,10 @@ def run(mutations: int, seed: int, promtool_every: int, quiet: bool = False) -> 
             for round_no in range(mutations):
                 name = rng.choice(names)
                 served = name.partition("#")[0]
-                if round_no % 50 == 0 or served in SCHEMA_REPLIES:
+                if round_no < first_round:
+                    mutate(rng, sources[name])
+                    continue
+                if server is None or round_no % 50 == 0 or served in SCHEMA_REPLIES:
                     if server is not None:
                         server.shutdown()
                         server.server_close()
@@ -244,7 +250,7 @@ def run(mutations: int, seed: int, promtool_every: int, quiet: bool = False) -> 
                 server.scraper.close()
             cluster.stop()
             logger.removeHandler(handler)
-    failures["rounds"] = mutations
+    failures["rounds"] = mutations - first_round
     failures["promtool calls"] = promtool_calls
     failures["promtool checked"] = promtool_checked
     return failures

@@ -30,6 +30,7 @@ from cephscope.exporter.exposition import COUNTER, GAUGE, MetricSink, line_prefi
 from cephscope.exporter.settings import HostSettings, option
 
 PERFCOUNTER_LONGRUNAVG = 0x4
+PERFCOUNTER_COUNTER = 0x8
 PERFCOUNTER_HISTOGRAM = 0x10
 
 
@@ -52,7 +53,16 @@ def exported_kind(info: Any, priority: int) -> tuple[bool, str] | None:
     prio = schema_int(info.get("priority", priority))
     if ctype is None or prio is None or ctype & PERFCOUNTER_HISTOGRAM or prio < priority:
         return None
-    return bool(ctype & PERFCOUNTER_LONGRUNAVG), COUNTER if info.get("metric_type") == "counter" else GAUGE
+    # Ceph writes metric_type from the type's counter bit (perf_counters.cc), so the two agree
+    # in every real schema; one that is garbled or disagrees is this counter's fault, and must
+    # not turn its type (osd.0 a gauge, osd.1 a counter: one name, two types, the second
+    # daemon's series dropped at rendering) into another daemon's loss. Schemas written
+    # before metric_type existed go by the bit.
+    is_counter = bool(ctype & PERFCOUNTER_COUNTER)
+    declared = info.get("metric_type")
+    if declared is not None and declared != (COUNTER if is_counter else GAUGE):
+        return None
+    return bool(ctype & PERFCOUNTER_LONGRUNAVG), COUNTER if is_counter else GAUGE
 
 
 def promethize(name: str) -> str:

@@ -213,3 +213,30 @@ def test_schema_refetched_when_the_daemon_pid_changes(tmp_path: Path) -> None:
     osd_before = {n for n in before if n.startswith("ceph_osd_")}
     osd_after = {n for n in after if n.startswith("ceph_osd_")}
     assert osd_before < osd_after, "new pid must trigger a fresh perf schema"
+
+
+@pytest.mark.parametrize("metric_type", [["counter"], "gauge", 8, None])
+def test_a_garbled_metric_type_costs_only_that_daemons_counter(
+    tmp_path: Path, metric_type: object
+) -> None:
+    # Found by benchmarks/fuzz_scrape.py (seed 11, round 49488): osd.0's schema said op_w's
+    # metric_type was ["counter"]; op_w became a gauge for osd.0, and rendering, which keeps
+    # one type per name, dropped osd.1's ceph_osd_op_w. Ceph writes metric_type from the type
+    # bits, so one that disagrees is garbled: that counter of that daemon is skipped; one that
+    # is absent (older schemas) goes by the bits.
+    cluster = start(tmp_path, "load", osds=2)
+    schema = json.loads((capture_dir("load", "osd.0") / "perf_schema.json").read_bytes())
+    if metric_type is None:
+        del schema["osd"]["op_w"]["metric_type"]
+    else:
+        schema["osd"]["op_w"]["metric_type"] = metric_type
+    cluster.daemons["osd.0"].responses["perf_schema.json"] = json.dumps(schema).encode()
+    try:
+        text = scrape_once(tmp_path / "run", *PERF_AND_HISTOGRAM)
+    finally:
+        cluster.stop()
+    samples = parse_samples(text)
+    assert types_of(text)["ceph_osd_op_w"] == "counter"
+    assert 'ceph_osd_op_w{ceph_daemon="osd.1"}' in samples
+    assert ('ceph_osd_op_w{ceph_daemon="osd.0"}' in samples) == (metric_type is None)
+    assert 'ceph_osd_op_r{ceph_daemon="osd.0"}' in samples  # the rest of osd.0's counters
