@@ -58,11 +58,10 @@ def exported_kind(info: Any, priority: int) -> tuple[bool, str] | None:
     # not turn its type (osd.0 a gauge, osd.1 a counter: one name, two types, the second
     # daemon's series dropped at rendering) into another daemon's loss. Schemas written
     # before metric_type existed go by the bit.
-    is_counter = bool(ctype & PERFCOUNTER_COUNTER)
-    declared = info.get("metric_type")
-    if declared is not None and declared != (COUNTER if is_counter else GAUGE):
+    kind = COUNTER if ctype & PERFCOUNTER_COUNTER else GAUGE
+    if info.get("metric_type") not in (None, kind):
         return None
-    return bool(ctype & PERFCOUNTER_LONGRUNAVG), COUNTER if is_counter else GAUGE
+    return bool(ctype & PERFCOUNTER_LONGRUNAVG), kind
 
 
 def promethize(name: str) -> str:
