@@ -340,11 +340,14 @@ def alert_rules(cfg: MixinConfig) -> dict[str, Any]:
             # The runner publishes only the baseline's client figures; the baseline's OSD-side
             # latency per step is the per-step recording of the baseline run itself, found in
             # Prometheus' history through the `baseline_run` label of the runner's series.
+            # Its median, not its mean: the recording's first rate window of a step still holds
+            # what ran before it or a fresh pool's slow first writes, and one such sample of a
+            # few hundred ms would move a mean of a short step's samples past any regression.
             "expr": (
                 f"(\n  {names.STEP_OSD_OP_LATENCY_AVG}\n  / on(step) group_left()\n"
                 "  max by (step) (\n"
                 "    label_replace(\n"
-                f"      avg_over_time({names.STEP_OSD_OP_LATENCY_AVG}"
+                f"      quantile_over_time(0.5, {names.STEP_OSD_OP_LATENCY_AVG}"
                 f"[{cfg.baseline_lookback}]),\n"
                 '      "baseline_run", "$1", "run", "(.*)"\n'
                 "    )\n"

@@ -34,6 +34,9 @@ DELAY_OPTIONS = {
     "osd_debug_inject_dispatch_delay_duration": "0.02",
     "osd_debug_inject_dispatch_delay_probability": "1",
 }
+# Fewer client ops than this in the OSD rate window (30 s) counts as quiet: the slow step
+# itself does ~100 ops/s, the idle dev cluster none.
+QUIET_OSD_OPS = 100
 # One step; the same spec text for every run, so every run has the same step id. 40 s lets
 # the alert's `for` (20 s) elapse and Alertmanager's group_wait (10 s) pass while it fires.
 SPEC = """\
@@ -96,6 +99,42 @@ def alert_states(stack: Stack, run: SweepRun, alertname: str = ALERT) -> set[str
     return {s["metric"]["alertstate"] for s in series}
 
 
+def osd_latency_trace(stack: Stack, run: SweepRun, base: SweepRun) -> dict[str, list[Any]]:
+    """The OSD latency series of both runs around the step, for a failure message."""
+    trace: dict[str, list[Any]] = {}
+    for name, query in {
+        "run": f'cephscope_step:osd_op_latency_seconds:avg{{run="{run.run_id}"}}',
+        "base": f'cephscope_step:osd_op_latency_seconds:avg{{run="{base.run_id}"}}',
+        "baseline_gauge": f'cephscope_step_baseline_latency_seconds{{run="{run.run_id}"}}',
+        "ops": 'sum(rate(ceph_osd_op_latency_count{job="cephscope-exporter"}[30s]))',
+    }.items():
+        series = prometheus_get(stack, "/api/v1/query_range", {
+            "query": query, "start": str(base.start), "end": str(time.time()), "step": "5",
+        })["result"]
+        trace[name] = [(s["metric"].get("stat"), [(round(float(t) - run.start), v) for t, v in s["values"]])
+                       for s in series]
+    return trace
+
+
+def wait_osd_window_quiet(stack: Stack, timeout: float = 120) -> None:
+    """Wait until the OSD rate window (30 s) holds no burst of earlier client ops.
+
+    The baseline run ends with its benchmark's cleanup: tens of thousands of fast deletes.
+    A step started within 30 s of them averages them into its OSD latency, and with 40 s
+    steps that can keep the OSD-side ratio under its threshold for the whole step.
+    """
+    query = 'sum(increase(ceph_osd_op_latency_count{job="cephscope-exporter"}[30s]))'
+    deadline = time.monotonic() + timeout
+    ops = float("inf")
+    while time.monotonic() < deadline:
+        result = prometheus_get(stack, "/api/v1/query", {"query": query})["result"]
+        ops = float(result[0]["value"][1]) if result else float("inf")
+        if ops < QUIET_OSD_OPS:
+            return
+        time.sleep(2)
+    raise AssertionError(f"OSD ops did not quiet down in {timeout:.0f}s: {ops:.0f} in the last 30s")
+
+
 def webhook_alerts(stack: Stack, run: SweepRun) -> list[dict[str, Any]]:
     alerts = stack.webhook.alerts(alertname=ALERT)  # type: ignore[attr-defined]
     return [a for a in alerts if a["labels"].get("run") == run.run_id]
@@ -105,6 +144,7 @@ def test_slower_rerun_fires_regression_alert_to_webhook(
     devcluster: DevCluster, stack: Stack, baseline: SweepRun, slow_osds: None,
     tmp_path: Path,
 ) -> None:
+    wait_osd_window_quiet(stack)
     slow = run_sweep(devcluster, stack, SPEC, tmp_path / "slow", baseline=baseline.run_dir)
     ratio = latency_ratio(slow, baseline)
     print(f"\nlive: injected dispatch delay: client latency {ratio:.1f}x the baseline "
@@ -125,12 +165,11 @@ def test_slower_rerun_fires_regression_alert_to_webhook(
     assert alert["annotations"]["runbook_url"].endswith("#cephscopesteplatencyregression")
     assert "firing" in alert_states(stack, slow)
     # The OSD side saw it too: the per-step OSD latency vs the baseline run's, from history.
-    # Only its condition is checked (pending or firing): the OSD rate window (30 s) still
-    # holds the baseline's cleanup deletes (thousands of fast ops) for the first ~30 s of
-    # the step, so the 20 s `for` may not elapse within a 40 s test step (it does in the
-    # minutes-long steps of real sweeps).
+    # Only its condition is checked (pending or firing): the step's first samples wait for a
+    # scrape of the exporter and of the runner, so the 20 s `for` may not elapse within a
+    # 40 s test step on a loaded machine (it does in the minutes-long steps of real sweeps).
     osd_states = alert_states(stack, slow, "CephscopeStepOSDLatencyRegression")
-    assert osd_states & {"pending", "firing"}, osd_states
+    assert osd_states & {"pending", "firing"}, (osd_states, osd_latency_trace(stack, slow, baseline))
     # Grouped by alert name and run, as alerts/alertmanager.yml says.
     payload = next(p for p in stack.webhook.received  # type: ignore[attr-defined]
                    if alert in p.get("alerts", []))
@@ -141,6 +180,9 @@ def test_slower_rerun_fires_regression_alert_to_webhook(
 def test_normal_rerun_does_not_fire(
     devcluster: DevCluster, stack: Stack, baseline: SweepRun, tmp_path: Path
 ) -> None:
+    # The slow run's cleanup (deletes that waited in the OSDs) out of the rate window first:
+    # this run is to show what an unchanged cluster does.
+    wait_osd_window_quiet(stack)
     normal = run_sweep(devcluster, stack, SPEC, tmp_path / "normal", baseline=baseline.run_dir)
     ratio = latency_ratio(normal, baseline)
     print(f"\nlive: normal re-run: client latency {ratio:.2f}x the baseline")
