@@ -342,7 +342,8 @@ def alert_rules(cfg: MixinConfig) -> dict[str, Any]:
             # Prometheus' history through the `baseline_run` label of the runner's series.
             # Its median, not its mean: the recording's first rate window of a step still holds
             # what ran before it or a fresh pool's slow first writes, and one such sample of a
-            # few hundred ms would move a mean of a short step's samples past any regression.
+            # few hundred ms lifts a mean of a short step's samples enough to hide a
+            # several-fold regression.
             "expr": (
                 f"(\n  {names.STEP_OSD_OP_LATENCY_AVG}\n  / on(step) group_left()\n"
                 "  max by (step) (\n"

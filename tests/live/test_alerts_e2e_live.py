@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from cephscope.dashboards import rule_names
 from cephscope.dashboards.config import DEFAULT_CONFIG
 from cephscope.deploy.devcluster import DevCluster
 from cephscope.deploy.stack import Stack
@@ -34,9 +35,12 @@ DELAY_OPTIONS = {
     "osd_debug_inject_dispatch_delay_duration": "0.02",
     "osd_debug_inject_dispatch_delay_probability": "1",
 }
-# Fewer client ops than this in the OSD rate window (30 s) counts as quiet: the slow step
-# itself does ~100 ops/s, the idle dev cluster none.
+# Fewer client ops than this in the OSD rate window counts as quiet: the slow step itself
+# does ~100 ops/s, the idle dev cluster none.
 QUIET_OSD_OPS = 100
+# Client ops the OSDs served over the rules' rate window.
+OSD_OPS = (f"ceph_osd_op_latency_count{{{DEFAULT_CONFIG.exporter_job_selector}}}"
+           f"[{DEFAULT_CONFIG.rate_window}]")
 # One step; the same spec text for every run, so every run has the same step id. 40 s lets
 # the alert's `for` (20 s) elapse and Alertmanager's group_wait (10 s) pass while it fires.
 SPEC = """\
@@ -103,10 +107,10 @@ def osd_latency_trace(stack: Stack, run: SweepRun, base: SweepRun) -> dict[str, 
     """The OSD latency series of both runs around the step, for a failure message."""
     trace: dict[str, list[Any]] = {}
     for name, query in {
-        "run": f'cephscope_step:osd_op_latency_seconds:avg{{run="{run.run_id}"}}',
-        "base": f'cephscope_step:osd_op_latency_seconds:avg{{run="{base.run_id}"}}',
+        "run": f'{rule_names.STEP_OSD_OP_LATENCY_AVG}{{run="{run.run_id}"}}',
+        "base": f'{rule_names.STEP_OSD_OP_LATENCY_AVG}{{run="{base.run_id}"}}',
         "baseline_gauge": f'cephscope_step_baseline_latency_seconds{{run="{run.run_id}"}}',
-        "ops": 'sum(rate(ceph_osd_op_latency_count{job="cephscope-exporter"}[30s]))',
+        "ops": f"sum(rate({OSD_OPS}))",
     }.items():
         series = prometheus_get(stack, "/api/v1/query_range", {
             "query": query, "start": str(base.start), "end": str(time.time()), "step": "5",
@@ -117,13 +121,14 @@ def osd_latency_trace(stack: Stack, run: SweepRun, base: SweepRun) -> dict[str, 
 
 
 def wait_osd_window_quiet(stack: Stack, timeout: float = 120) -> None:
-    """Wait until the OSD rate window (30 s) holds no burst of earlier client ops.
+    """Wait until the OSD rate window (the rules' `rate_window`) holds no burst of earlier
+    client ops.
 
     The baseline run ends with its benchmark's cleanup: tens of thousands of fast deletes.
-    A step started within 30 s of them averages them into its OSD latency, and with 40 s
-    steps that can keep the OSD-side ratio under its threshold for the whole step.
+    A step started within one window of them averages them into its OSD latency, and with
+    40 s steps that can keep the OSD-side ratio under its threshold for the whole step.
     """
-    query = 'sum(increase(ceph_osd_op_latency_count{job="cephscope-exporter"}[30s]))'
+    query = f"sum(increase({OSD_OPS}))"
     deadline = time.monotonic() + timeout
     ops = float("inf")
     while time.monotonic() < deadline:
@@ -132,7 +137,8 @@ def wait_osd_window_quiet(stack: Stack, timeout: float = 120) -> None:
         if ops < QUIET_OSD_OPS:
             return
         time.sleep(2)
-    raise AssertionError(f"OSD ops did not quiet down in {timeout:.0f}s: {ops:.0f} in the last 30s")
+    raise AssertionError(f"OSD ops did not quiet down in {timeout:.0f}s: {ops:.0f} in the last "
+                         f"{DEFAULT_CONFIG.rate_window}")
 
 
 def webhook_alerts(stack: Stack, run: SweepRun) -> list[dict[str, Any]]:
