@@ -8,7 +8,12 @@ tagged in Prometheus (`cephscope_run_phase`) and recorded in the step's timestam
 - health gate: before each step no PG degraded/peering/recovering/…, and no health check
   outside the allowed ones, within a timeout, else the step fails naming the check;
 - cache drop: `sync` and `drop_caches` on every OSD host and the client before the
-  measurement (global to each machine, as CBT does it).
+  measurement (global to each machine, as CBT does it);
+- quiet gap: no client I/O from the runner for a while right before and right after each
+  measurement. The OSD latency histogram's increase over a step is read from the last scrape
+  before its start to the first after its end, so ops up to one scrape interval either side
+  (the previous step's cleanup, this one's prefill or cleanup) would count as the step's and
+  skew its OSD-side percentiles: one interval of quiet keeps them the step's own.
 """
 
 from __future__ import annotations
@@ -33,6 +38,16 @@ UNSETTLED = ("degraded", "peering", "recovering", "recovery_wait", "backfill", "
 ALWAYS_ALLOWED = frozenset({"OSDMAP_FLAGS"})
 # The idle window when neither the flag nor the spec says (CBT's own default is 60 s).
 DEFAULT_IDLE_BASELINE_SECONDS = 30.0
+# the quiet gap beyond one scrape interval: a scrape reads the counters a little after its
+# timestamp
+QUIET_GAP_MARGIN_SECONDS = 1.0
+
+
+def quiet_gap_for(scrape_interval_seconds: float | None) -> float:
+    """The default quiet gap: one scrape interval and the margin; 0 when it is unknown."""
+    if not scrape_interval_seconds or scrape_interval_seconds <= 0:
+        return 0.0
+    return scrape_interval_seconds + QUIET_GAP_MARGIN_SECONDS
 
 
 class HygieneError(CephError):
@@ -49,6 +64,8 @@ class HygieneOptions:
     health_timeout_seconds: float = 120.0
     health_allow: tuple[str, ...] = ()
     poll_seconds: float = 1.0
+    # None: `quiet_gap_for` the scrape interval of --prometheus-url's Prometheus, else 0
+    quiet_gap_seconds: float | None = None
 
 
 @dataclass
@@ -124,7 +141,20 @@ class Hygiene:
         if self.options.drop_caches:
             with self.phase("drop_caches", timings, step_id):
                 self.drop_caches()
+        self._quiet_gap("quiet_before", timings, step_id)
         return timings
+
+    def after_step(self, step_id: str) -> dict[str, Any]:
+        """Between the measurement's end and the benchmark's cleanup."""
+        timings: dict[str, Any] = {}
+        self._quiet_gap("quiet_after", timings, step_id)
+        return timings
+
+    def _quiet_gap(self, name: str, timings: dict[str, Any], step_id: str) -> None:
+        seconds = self.options.quiet_gap_seconds or 0.0
+        if seconds > 0:
+            with self.phase(name, timings, step_id):
+                time.sleep(seconds)
 
     def _pgs_in(self, states: tuple[str, ...]) -> list[str]:
         stat = self.cli.command("pg stat")

@@ -10,7 +10,8 @@ Series (see docs/metrics.md, section "Runner"):
     cephscope_step_end_timestamp_seconds{run, step}
     cephscope_step_dead_time_seconds{run, step}        config applied -> benchmark started
     cephscope_run_phase{run, phase, step} 1        while a run phase lasts (idle_baseline,
-                                                   scrub_wait, health_gate, drop_caches, prepare,
+                                                   scrub_wait, health_gate, drop_caches,
+                                                   quiet_before, quiet_after, prepare,
                                                    rebuild, recovery_<phase> of a recovery
                                                    test)
     cephscope_client_ops_per_second{run, step, mode}    while running (last per-second sample)

@@ -48,7 +48,7 @@ from cephscope.runner.clients import (
 from cephscope.runner.crashpoints import Checkpoint, no_checkpoint
 from cephscope.runner.environment import capture as capture_environment
 from cephscope.runner.hostexec import HostExec, LocalHost
-from cephscope.runner.hygiene import Hygiene, HygieneOptions
+from cephscope.runner.hygiene import Hygiene, HygieneOptions, quiet_gap_for
 from cephscope.runner.knobs.base import KnobError
 from cephscope.runner.knobs.ceph_config import ConfigManager, ConfigSnapshot
 from cephscope.runner.knobs.host import CLIENT_HOST, HostKnobs
@@ -77,7 +77,7 @@ from cephscope.runner.steps import (
     generate_steps,
     order_steps,
 )
-from cephscope.runner.system_metrics import pull_step_window
+from cephscope.runner.system_metrics import pull_step_window, scrape_interval_seconds
 
 DEFAULT_CONF = "/etc/ceph/ceph.conf"
 DEFAULT_POOL = "cephscope-bench"
@@ -471,6 +471,8 @@ class Sweep:
                         idle: dict[str, Any] = {}
                         self.hygiene.idle_baseline(idle, spec.idle_baseline_seconds)
                         rd.update_state(idle_baseline=idle.get("idle_baseline"))
+                if self.hygiene is not None:
+                    self.hygiene.options = self._resolved_quiet_gap(self.hygiene.options)
                 self._run_steps(spec, plan, baseline)
         except Interrupted:
             interrupted = True
@@ -776,6 +778,8 @@ class Sweep:
             ts["ended"] = time.time()
             ts["modes"] = modes
             self.metrics.end_step(ts["ended"])
+            if self.hygiene is not None:  # before the cleanup's deletes
+                ts["hygiene_after"] = self.hygiene.after_step(step.id)
             rd.write_timestamps(step, ts)
             self._annotate(step, ts)
             self.opts.checkpoint("result_write")
@@ -863,6 +867,18 @@ class Sweep:
         text = (f"cephscope step {step.id} ({step.benchmark}, iteration {step.iteration}): "
                 f"{step.short_params()}")
         self.annotator.annotate(ts["started"], ts["ended"], tags, text)
+
+    def _resolved_quiet_gap(self, options: HygieneOptions) -> HygieneOptions:
+        """--quiet-gap, else one scrape interval of --prometheus-url's Prometheus (+ margin)."""
+        if options.quiet_gap_seconds is not None:
+            return options
+        interval = (scrape_interval_seconds(self.opts.prometheus_url)
+                    if self.opts.prometheus_url else None)
+        gap = quiet_gap_for(interval)
+        if gap:
+            self.log(f"quiet gap: {gap:g}s before and after each measurement (scrape interval "
+                     f"{interval:g}s)")
+        return dataclasses.replace(options, quiet_gap_seconds=gap)
 
     def _pull_pending_system_metrics(self, steps: list[Step], final: bool) -> None:
         """Pull Prometheus data for finished steps once the scrape lag has passed."""

@@ -113,11 +113,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="quiet window at run start, tagged as a phase (default: the "
                               "spec's CBT idle_monitor_sleep, else 30; 0 = off; needs "
                               "--metrics-port or --prometheus-url to be of use)")
+    hygiene.add_argument("--quiet-gap", type=non_negative_seconds, metavar="SECONDS",
+                         help="no client I/O from the runner this long before and after every "
+                              "measurement, so the scrapes around a step count only its own "
+                              "OSD ops (default: Prometheus' scrape interval + 1 s with "
+                              "--prometheus-url, else 0)")
     parser.add_argument("--step-timeout", type=float, metavar="SECONDS",
                         help="kill a step's benchmark after this long (default: 3 x estimate, "
                              "at least 600 s)")
     parser.add_argument("--stop-on-failure", action="store_true",
                         help="stop at the first failed step (default: continue, exit 1)")
+
+
+def non_negative_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text!r}: seconds, 0 or more")
+    return value
 
 
 def options_from_args(args: argparse.Namespace, target: CephTarget | None = None) -> SweepOptions:
@@ -129,7 +144,8 @@ def options_from_args(args: argparse.Namespace, target: CephTarget | None = None
                                health_gate=args.health_gate,
                                idle_baseline_seconds=args.idle_baseline,
                                health_timeout_seconds=args.health_timeout,
-                               health_allow=tuple(args.health_allow)),
+                               health_allow=tuple(args.health_allow),
+                               quiet_gap_seconds=args.quiet_gap),
         asok_dir=args.asok_dir, client_name=args.client_name, keyring=args.keyring,
         metrics_port=args.metrics_port, metrics_linger_seconds=args.metrics_linger,
         grafana_url=args.grafana_url,

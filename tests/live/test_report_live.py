@@ -99,6 +99,13 @@ def test_osd_side_p99_within_client_latency(swept_run: Path) -> None:
         assert row.system.max_core is not None and row.iops_per_core
         assert "tp_osd_tp" in row.system.thread_group_totals()
         assert row.rate_window and row.scrape_interval
+        # the runner kept a scrape interval (+1 s) of quiet on both sides of the measurement
+        # (--prometheus-url's default): the histogram's scrapes around it hold no other ops
+        ts = json.loads((swept_run / f"step-{row.step.id}" / "timestamps.json").read_text())
+        for gap in (ts["hygiene"]["quiet_before"], ts["hygiene_after"]["quiet_after"]):
+            assert gap["end"] - gap["start"] >= row.scrape_interval, ts
+        assert ts["hygiene"]["quiet_before"]["end"] <= ts["started"]
+        assert ts["hygiene_after"]["quiet_after"]["start"] >= ts["ended"]
     md = report.markdown_path.read_text()
     assert "| OSD p99 ms |" in md
     # the idle baseline (8 s at run start) beside every step: the bench works the OSD's

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import argparse
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cephscope.runner.hygiene import Hygiene, HygieneError, HygieneOptions
+from cephscope.runner.hygiene import (
+    QUIET_GAP_MARGIN_SECONDS,
+    Hygiene,
+    HygieneError,
+    HygieneOptions,
+    quiet_gap_for,
+)
 from cephscope.runner.knobs.host import OsdDevices
 from cephscope.runner.phase_metrics import PhaseMetrics
+from cephscope.runner.sweep_cli import add_arguments, options_from_args
 from tests.unit.test_knobs_host import RootedHost
 
 
@@ -118,3 +127,55 @@ def test_idle_window_length_from_flag_then_spec_then_default(monkeypatch, flag, 
     hygiene(Mon(), idle_baseline_seconds=flag).idle_baseline(timings, spec)
     assert slept == ([] if expected is None else [expected])
     assert ("idle_baseline" in timings) == (expected is not None)
+
+
+def test_quiet_gap_is_a_phase_before_and_after_the_measurement():
+    """The gap ends the steps before the measurement and is the whole of `after_step`; each
+    lasts its length and is tagged while it lasts."""
+    h = hygiene(Mon(), scrub_guard=False, health_gate=False, drop_caches=False,
+                quiet_gap_seconds=0.05)
+    tagged = []
+    metrics = PhaseMetrics("r", "s", {}, ["radosbench"], 1)
+    h.metrics = metrics
+    real_sleep = time.sleep
+
+    def sleep(seconds: float) -> None:
+        tagged.append(metrics.render())
+        real_sleep(seconds)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(time, "sleep", sleep)
+        before, after = h.before_step("abc"), h.after_step("abc")
+    assert list(before) == ["quiet_before"] and list(after) == ["quiet_after"]
+    for timings in (before["quiet_before"], after["quiet_after"]):
+        assert timings["end"] - timings["start"] >= 0.05
+    assert 'phase="quiet_before"' in tagged[0] and 'phase="quiet_after"' in tagged[1]
+
+
+@pytest.mark.parametrize("gap", [0.0, None])
+def test_no_quiet_gap_when_off_or_unresolved(gap):
+    h = hygiene(Mon(), scrub_guard=False, health_gate=False, drop_caches=False,
+                quiet_gap_seconds=gap)
+    assert h.before_step("abc") == {} and h.after_step("abc") == {}
+
+
+def test_default_quiet_gap_is_one_scrape_interval_and_the_margin():
+    assert quiet_gap_for(5.0) == 5.0 + QUIET_GAP_MARGIN_SECONDS
+    assert quiet_gap_for(None) == 0.0 and quiet_gap_for(0.0) == 0.0
+
+
+@pytest.mark.parametrize("text", ["-1", "nan", "inf", "soon"])
+def test_quiet_gap_flag_refuses_what_is_not_seconds(text, capsys):
+    parser = argparse.ArgumentParser(prog="cephscope sweep")
+    add_arguments(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["spec.yaml", "--quiet-gap", text])
+    assert f"argument --quiet-gap: {text!r}" in capsys.readouterr().err
+
+
+def test_quiet_gap_flag_reaches_the_hygiene_options():
+    parser = argparse.ArgumentParser(prog="cephscope sweep")
+    add_arguments(parser)
+    assert options_from_args(parser.parse_args(["s.yaml", "--quiet-gap", "2.5"])
+                             ).hygiene.quiet_gap_seconds == 2.5
+    assert options_from_args(parser.parse_args(["s.yaml"])).hygiene.quiet_gap_seconds is None
