@@ -10,7 +10,11 @@ venv="${CEPHSCOPE_VENV:-$repo_root/.venv}"
 debian_packages=(
     ceph-mon ceph-mgr ceph-osd ceph-common python3-rados python3-rbd
     prometheus prometheus-alertmanager prometheus-node-exporter
-    fio python3-venv util-linux iproute2 curl
+    fio python3-venv util-linux mount iproute2 procps curl openssl
+    # namespace hosts of the multi-host dev cluster are reached over SSH like real hosts
+    openssh-server openssh-client
+    # a container engine: the fresh-install check and the exporter's image
+    podman runc
     # headless browser: the report test opens report.html in it
     chromium
     mmdebstrap  # root filesystems of other Ceph releases (deploy/rootfs.py)
