@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cephscope import host_commands
 from cephscope.deploy.devconf import ConfNetwork, render_conf
 from cephscope.deploy.hostdaemons import HostDaemons, ssh_reachable
 from cephscope.deploy.hosts import (
@@ -58,17 +59,14 @@ MGR_ID = "x"
 # ms_bind_port_min/max are base + these; the mon sits on the base port itself.
 MSGR_PORT_OFFSET = 10
 MSGR_PORT_SPAN = 90
-REQUIRED_BINARIES = {
-    "ceph-mon": "ceph-mon",
-    "ceph-mgr": "ceph-mgr",
-    "ceph-osd": "ceph-osd",
-    "ceph": "ceph-common",
-    "ceph-authtool": "ceph-common",
-    "monmaptool": "ceph-base",
-    "rbd": "ceph-common",
-    "rados": "ceph-common",
-    "losetup": "mount",
-}
+# The programs the dev cluster runs (their packages: cephscope.host_commands).
+REQUIRED_BINARIES = ("ceph-mon", "ceph-mgr", "ceph-osd", "ceph", "ceph-authtool", "monmaptool", "rbd",
+                     "rados", "losetup")
+# Run on this machine whatever release the daemons are (a release root holds only Ceph).
+HOST_TOOLS = ("losetup",)
+# Namespace hosts: made with ip/unshare, entered with nsenter, reached over SSH like real hosts.
+MULTI_HOST_TOOLS = ("ip", "unshare", "umount", "nsenter", "sshd", "ssh", "ssh-keygen",
+                    "prometheus-node-exporter")
 
 
 class DevClusterError(RuntimeError):
@@ -334,23 +332,23 @@ class DevCluster:
     # ---- preflight -------------------------------------------------------------------------
 
     def _check_binaries(self) -> None:
+        ceph_tools = [b for b in REQUIRED_BINARIES if b not in HOST_TOOLS]
+        host_tools = [*HOST_TOOLS, *(MULTI_HOST_TOOLS if self.multi_host else ())]
         if self.release.root is not None:
             root = self.release.root
-            absent = sorted(
-                binary
-                for binary in REQUIRED_BINARIES
-                if binary != "losetup"
-                and not any((root / d / binary).exists() for d in ("usr/bin", "usr/sbin"))
+            absent_in_root = sorted(
+                binary for binary in ceph_tools
+                if not any((root / d / binary).exists() for d in ("usr/bin", "usr/sbin"))
             )
-            if absent:
-                raise DevClusterError(f"release root {root} lacks {' '.join(absent)}; rebuild it")
-            if not shutil.which("losetup"):
-                raise DevClusterError("missing Debian package: mount (losetup)")
-            return
-        missing = sorted({pkg for binary, pkg in REQUIRED_BINARIES.items() if not shutil.which(binary)})
-        if missing:
+            if absent_in_root:
+                raise DevClusterError(f"release root {root} lacks {' '.join(absent_in_root)}; rebuild it")
+            wanted = host_tools
+        else:
+            wanted = [*ceph_tools, *host_tools]
+        absent = host_commands.missing(wanted)
+        if absent:
             raise DevClusterError(
-                "missing Debian packages: " + " ".join(missing) + " (run `make setup` as root)"
+                host_commands.missing_packages_message(absent) + " (run `make setup` as root)"
             )
 
     def _check_ports(self) -> None:

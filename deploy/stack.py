@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from cephscope import host_commands
 from cephscope.deploy import rootfs
 from cephscope.deploy.placement import Release, release_command
 from cephscope.deploy.procs import exporter_binary, pid_from_file, port_is_free, terminate
@@ -59,28 +60,21 @@ def default_state_dir() -> Path:
 class Component:
     name: str
     binary: str
-    package: str
     port_offset: int
     ready_path: str
 
+    @property
+    def package(self) -> str:
+        if self.binary == "cephscope-exporter":
+            return "cephscope (make setup)"
+        return host_commands.package_of(self.binary)
+
 
 COMPONENTS = (
-    Component("prometheus", "prometheus", "prometheus", PROMETHEUS_OFFSET, "/-/ready"),
-    Component(
-        "alertmanager",
-        "prometheus-alertmanager",
-        "prometheus-alertmanager",
-        ALERTMANAGER_OFFSET,
-        "/-/ready",
-    ),
-    Component(
-        "node_exporter",
-        "prometheus-node-exporter",
-        "prometheus-node-exporter",
-        NODE_EXPORTER_OFFSET,
-        "/metrics",
-    ),
-    Component("exporter", "cephscope-exporter", "cephscope (make setup)", EXPORTER_OFFSET, "/metrics"),
+    Component("prometheus", "prometheus", PROMETHEUS_OFFSET, "/-/ready"),
+    Component("alertmanager", "prometheus-alertmanager", ALERTMANAGER_OFFSET, "/-/ready"),
+    Component("node_exporter", "prometheus-node-exporter", NODE_EXPORTER_OFFSET, "/metrics"),
+    Component("exporter", "cephscope-exporter", EXPORTER_OFFSET, "/metrics"),
 )
 
 
