@@ -21,6 +21,7 @@ from cephscope.runner.cephclient import CephCli, CephError
 from cephscope.runner.hostexec import HostExec, HostExecError, on_each_host
 from cephscope.runner.knobs.base import KnobError
 from cephscope.runner.knobs.host import CLIENT_HOST, HostFiles, OsdDevices
+from cephscope.runner.metadata_names import device_name_ok
 
 CLUSTER_COMMANDS = ("versions", "config dump", "osd df", "osd pool ls detail", "osd tree",
                     "osd metadata")
@@ -63,6 +64,10 @@ def capture_host(host: HostExec, devices: list[str]) -> dict[str, Any]:
                        if isinstance(sysctl, str) else sysctl)
     queues: dict[str, Any] = {}
     for dev in devices:
+        if not device_name_ok(dev):
+            # `grep -r` as root would copy whatever that path reaches into environment.json
+            queues[dev] = {"error": f"{dev!r} is not a kernel device name; not read"}
+            continue
         out = _tryit(lambda dev=dev: host.run(["grep", "-rH", ".", f"/sys/block/{dev}/queue"],
                                               timeout=TIMEOUT, check=False)
                      .stdout.decode(errors="replace"))

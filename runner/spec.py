@@ -30,6 +30,7 @@ import yaml
 from cephscope.runner.axes import axes_product
 from cephscope.runner.recovery import RecoverySpec, parse_recovery
 from cephscope.runner.search.settings import AdaptiveIterations, parse_iterations, parse_search
+from cephscope.runner.spec_safety import ssh_option_problem, sysctl_problem
 
 # Keys in CBT's `cluster:` section that build or describe a cluster cephscope does not manage:
 # accepted (so a CBT file loads as it is) with one warning line each.
@@ -404,8 +405,9 @@ def _int(c: _Checker, key_path: tuple[Any, ...], value: Any, minimum: int) -> in
 
 
 def load_spec(path: str | Path, text: str | None = None,
-              benchmarks: Mapping[str, Any] | None = None) -> Spec:
-    """Load and validate a spec file. Raises SpecError listing every problem found."""
+              benchmarks: Mapping[str, Any] | None = None, allow_unsafe: bool = False) -> Spec:
+    """Load and validate a spec file. Raises SpecError listing every problem found.
+    `allow_unsafe`: accept ssh options and sysctls outside the safe set (runner/spec_safety.py)."""
     path = Path(path)
     if text is None:
         try:
@@ -417,11 +419,11 @@ def load_spec(path: str | Path, text: str | None = None,
         from cephscope.runner.benchmarks import BENCHMARKS
 
         benchmarks = BENCHMARKS
-    return validate_spec(path, data, lines, benchmarks)
+    return validate_spec(path, data, lines, benchmarks, allow_unsafe=allow_unsafe)
 
 
 def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
-                  benchmark_classes: Mapping[str, Any]) -> Spec:
+                  benchmark_classes: Mapping[str, Any], allow_unsafe: bool = False) -> Spec:
     c = _Checker(path, lines)
     if not isinstance(data, dict):
         raise SpecError([f"{path}:1: the spec must be a mapping at the top level"])
@@ -460,7 +462,7 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
             spec.conf_file = cluster["conf_file"]
         else:
             c.error(("cluster", "conf_file"), cluster["conf_file"], "wrong type; expected str")
-    spec.hosts = _hosts(c, cluster)
+    spec.hosts = _hosts(c, cluster, allow_unsafe)
     if "clusterid" in cluster:
         if isinstance(cluster["clusterid"], str) and cluster["clusterid"]:
             spec.cluster_name = cluster["clusterid"]
@@ -511,7 +513,7 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
         if values is not None:
             spec.ceph_config[option.replace("-", "_")] = value
 
-    _host_knobs(c, spec, data, cluster)
+    _host_knobs(c, spec, data, cluster, allow_unsafe)
 
     # restart
     rs = c.mapping(("restart",), data.get("restart"))
@@ -714,7 +716,8 @@ def _pool_profile(c: _Checker, kp: tuple[Any, ...], name: str, pp: Any,
     return PoolProfile(name=name, replication=size, pg_num=pg_num, **prefill)
 
 
-def _host_knobs(c: _Checker, spec: Spec, data: dict[str, Any], cluster: dict[str, Any]) -> None:
+def _host_knobs(c: _Checker, spec: Spec, data: dict[str, Any], cluster: dict[str, Any],
+                allow_unsafe: bool = False) -> None:
     """`osd_ra` (top level or CBT's cluster.osd_ra), `block_queue`, `sysctl` -> spec.knobs."""
     for kp, container in ((("osd_ra",), data), (("cluster", "osd_ra"), cluster)):
         if "osd_ra" in container and c.axis_values(kp, container["osd_ra"], (int,)) is not None:
@@ -732,6 +735,10 @@ def _host_knobs(c: _Checker, spec: Spec, data: dict[str, Any], cluster: dict[str
         kp = ("sysctl", key)
         if not isinstance(key, str) or not SYSCTL_NAME.match(key):
             c.error(kp, key, "not a sysctl name (e.g. vm.swappiness)")
+            continue
+        unsafe = None if allow_unsafe else sysctl_problem(key)
+        if unsafe:
+            c.error(kp, key, unsafe)
             continue
         on = "osds"
         if isinstance(value, dict):
@@ -779,7 +786,7 @@ def _host_names(c: _Checker, kp: tuple[Any, ...], value: Any) -> tuple[str, ...]
     return tuple(names)
 
 
-def _hosts(c: _Checker, cluster: dict[str, Any]) -> HostsSpec:
+def _hosts(c: _Checker, cluster: dict[str, Any], allow_unsafe: bool = False) -> HostsSpec:
     def kp(key: str) -> tuple[str, str]:
         return ("cluster", key)
 
@@ -812,8 +819,13 @@ def _hosts(c: _Checker, cluster: dict[str, Any]) -> HostsSpec:
         c.error(kp("ssh_options"), options_raw, "must be a list of Key=Value ssh options")
     else:
         for i, option in enumerate(options_raw):
+            unsafe = None
+            if isinstance(option, str) and SSH_OPTION.fullmatch(option) and not allow_unsafe:
+                unsafe = ssh_option_problem(option)
             if not isinstance(option, str) or not SSH_OPTION.fullmatch(option):
                 c.error((*kp("ssh_options"), i), option, "not a Key=Value ssh option")
+            elif unsafe:
+                c.error((*kp("ssh_options"), i), option, unsafe)
             else:
                 options.append(option)
     return HostsSpec(clients=clients, head=head[0] if head else None, osds=osds, mons=mons,

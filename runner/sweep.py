@@ -52,6 +52,7 @@ from cephscope.runner.hygiene import Hygiene, HygieneOptions, quiet_gap_for
 from cephscope.runner.knobs.base import KnobError
 from cephscope.runner.knobs.ceph_config import ConfigManager, ConfigSnapshot
 from cephscope.runner.knobs.host import CLIENT_HOST, HostKnobs
+from cephscope.runner.metadata_names import metadata_problems
 from cephscope.runner.phase_metrics import MetricsServer, PhaseMetrics
 from cephscope.runner.pools import PoolManager
 from cephscope.runner.recovery import RecoverySpec, RecoveryTest
@@ -110,6 +111,8 @@ class SweepOptions:
     resume_dir: Path | None = None
     results_dir: Path | None = None
     dry_run: bool = False
+    # ssh options and sysctls outside the safe set (runner/spec_safety.py) are accepted
+    allow_unsafe_spec: bool = False
     conf: Path | None = None
     # how to reach the cluster when the caller decided it (the CLI builds it for --devcluster)
     target: CephTarget | None = None
@@ -208,7 +211,8 @@ class Sweep:
             text = path.read_text()
         except OSError as exc:
             raise SpecError([f"{path}: cannot read the spec: {exc.strerror}"]) from exc
-        spec = load_spec(path, text=text, benchmarks=self.benchmarks)
+        spec = load_spec(path, text=text, benchmarks=self.benchmarks,
+                         allow_unsafe=self.opts.allow_unsafe_spec)
         return spec, text
 
     def connect(self, spec: Spec) -> None:
@@ -329,6 +333,7 @@ class Sweep:
         for w in spec.warnings:
             print(f"warning: {w}", file=sys.stderr, flush=True)
         self.connect(spec)
+        self._refuse_untrusted_names()
         self._check_releases(spec)
         if self.opts.dry_run:
             plan = self.plan(spec, cluster_optional=True)
@@ -382,6 +387,28 @@ class Sweep:
                          f"restart(s), estimated {format_duration(plan.estimated_seconds)}; "
                          f"results in {path}")
         return self._execute(spec, plan, run_id)
+
+    def _refuse_untrusted_names(self) -> None:
+        """Before anything is run on a host or changed on the cluster: every OSD host and
+        device name in `osd metadata` must be a plain host / kernel device name. An OSD
+        reports what its host (a container's NODE_NAME) says; such a name becomes an ssh
+        destination and a path root writes to, so a cluster reporting anything else is
+        refused, naming the OSD and the name. A dry run without a reachable cluster has no
+        metadata to check (and runs nothing on OSD hosts)."""
+        if self.cli is None:
+            return
+        try:
+            metadata = self.cli.command("osd metadata")
+        except CephError:
+            if self.opts.dry_run:
+                return
+            raise
+        problems = metadata_problems(metadata if isinstance(metadata, list) else [])
+        if problems:
+            self.cli.close()
+            close_clients(self.clients, self.ssh_control_dir)
+            raise SweepError("refusing the cluster's osd metadata (nothing was run on any "
+                             "host or changed on the cluster): " + "; ".join(problems))
 
     def _restarting_osds(self) -> list[int]:
         if self.run_dir is None:
