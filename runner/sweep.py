@@ -46,6 +46,7 @@ from cephscope.runner.clients import (
     start_skew,
 )
 from cephscope.runner.crashpoints import Checkpoint, no_checkpoint
+from cephscope.runner.dry_run import DryRunInputs, change_lines
 from cephscope.runner.environment import capture as capture_environment
 from cephscope.runner.hostexec import HostExec, LocalHost
 from cephscope.runner.hygiene import Hygiene, HygieneOptions, quiet_gap_for
@@ -326,6 +327,28 @@ class Sweep:
             self.log(f"{i:4d}  {s.id}  {s.benchmark:<10} it={s.iteration}  {params}  "
                      f"~{format_duration(est)}")
 
+    def _dry_run_inputs(self, spec: Spec, plan: Plan) -> DryRunInputs:
+        pools: list[str] = []
+        for step in plan.steps:
+            if step.pool_profile:
+                name = spec.pool_profiles[step.pool_profile].name
+            else:
+                rbd = getattr(self.benchmarks[step.benchmark], "pool_application", "") == "rbd"
+                name = self.opts.rbd_pool if rbd else self.opts.pool
+            data = step.params.get("data_pool_profile")
+            for pool in (name, spec.pool_profiles[data].name if data else None):
+                if pool and pool not in pools:
+                    pools.append(pool)
+        reachable = self.config is not None and not any(
+            n.startswith("cluster not reachable") for n in plan.notes)
+        return DryRunInputs(
+            spec=spec, steps=plan.steps, restart_options=plan.restart_options,
+            config=self.config if reachable else None,
+            host_knobs=self.host_knobs if reachable else None,
+            restart=self.config.restarter.method if self.config is not None else None,
+            hygiene=self.opts.hygiene, clients=self.clients, host_for=self.host_for,
+            pools=pools)
+
     # ---- the run -------------------------------------------------------------------------------
 
     def run(self) -> int:
@@ -338,6 +361,8 @@ class Sweep:
         if self.opts.dry_run:
             plan = self.plan(spec, cluster_optional=True)
             self.print_plan(plan)
+            for line in change_lines(self._dry_run_inputs(spec, plan)):
+                self.log(line)
             if _searches(spec):
                 for line in live_search.expected(self._search_plan(spec, plan)):
                     self.log(line)

@@ -28,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", type=Path, metavar="RUN_DIR",
                         help="finish an interrupted run: completed steps are kept, not redone")
     parser.add_argument("--dry-run", action="store_true",
-                        help="list the steps and the estimated duration; change nothing")
+                        help="list the steps, the estimated duration, and every change and "
+                             "command the sweep would make on every host; change nothing")
     parser.add_argument("--allow-unsafe-spec", action="store_true",
                         help="accept ssh options and sysctls outside the documented safe set "
                              "(docs/security.md): a spec is code, run it only if you trust it")

@@ -188,8 +188,10 @@ def test_dry_run_changes_nothing(tmp_path, capsys):
     sweep.log = lines.append
     assert sweep.run() == 0
     assert lines[0].startswith("4 steps, 2 OSD restart(s) (restart options: osd_op_num_shards)")
-    assert len(lines) == 5
-    assert {p for p, _ in cluster.commands} <= {"config help", "osd dump", "osd metadata"}
+    assert len(lines) == 5 + 9  # the steps, then the changes and commands
+    assert "  osd_op_num_shards: config db not set, running 0 → 2, 4 (OSD restart)" in lines
+    assert {p for p, _ in cluster.commands} <= {"config help", "osd dump", "osd metadata",
+                                                "config dump"}
     assert cluster.restarts == [] and CountingBench.runs == []
 
 
