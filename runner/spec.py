@@ -279,16 +279,77 @@ def _plain(node: yaml.Node, path: tuple[Any, ...], lines: dict[tuple[Any, ...], 
     return constructor.construct_object(node, deep=True)
 
 
+# A spec is a page or two of YAML; aliases may share a node between places, but the document
+# they describe, every alias expanded, stays far below this many nodes. A "billion laughs"
+# document is a few lines that expand to billions: refused before it is expanded.
+MAX_EXPANDED_NODES = 100_000
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """SafeLoader that refuses an alias to a node that contains it (a recursive structure,
+    which would expand forever)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._open_anchors: set[str] = set()  # anchors of the nodes being composed now
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor in self._open_anchors:
+                raise yaml.composer.ComposerError(
+                    None, None, f"alias *{event.anchor} refers to a node that contains it "
+                    f"(a recursive structure)", event.start_mark)
+            return super().compose_node(parent, index)
+        anchor = getattr(event, "anchor", None)
+        if anchor is None:
+            return super().compose_node(parent, index)
+        self._open_anchors.add(anchor)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._open_anchors.discard(anchor)
+
+
+def _expanded_nodes(node: yaml.Node, limit: int) -> int:
+    """How many nodes the document has with every alias expanded (counted once per shared
+    node, so the count itself never expands; capped just above `limit`)."""
+    memo: dict[int, int] = {}
+
+    def size(n: yaml.Node) -> int:
+        if id(n) not in memo:
+            if isinstance(n, yaml.MappingNode):
+                total = 1 + sum(size(k) + size(v) for k, v in n.value)
+            elif isinstance(n, yaml.SequenceNode):
+                total = 1 + sum(size(item) for item in n.value)
+            else:
+                total = 1
+            memo[id(n)] = min(total, limit + 1)
+        return memo[id(n)]
+
+    return size(node)
+
+
 def load_yaml_with_lines(text: str, file_label: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
-    """Parse YAML safely; return (data, {key path: line})."""
+    """Parse YAML safely; return (data, {key path: line}). A recursive alias, an alias bomb
+    or absurd nesting is a SpecError naming the file, never a RecursionError or MemoryError."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_SpecLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{file_label}:{mark.line + 1}" if mark is not None else file_label
         raise SpecError([f"{where}: not valid YAML: {exc}"]) from exc
+    except RecursionError:
+        raise SpecError([f"{file_label}: not valid YAML: nested too deeply"]) from None
     if node is None:
         raise SpecError([f"{file_label}: the spec is empty"])
+    try:
+        expanded = _expanded_nodes(node, MAX_EXPANDED_NODES)
+    except RecursionError:
+        raise SpecError([f"{file_label}: not valid YAML: nested too deeply"]) from None
+    if expanded > MAX_EXPANDED_NODES:
+        raise SpecError([f"{file_label}: its aliases expand to more than {MAX_EXPANDED_NODES} "
+                         f"YAML nodes (an alias bomb?); refused"])
     lines: dict[tuple[Any, ...], int] = {}
     problems: list[str] = []
     constructor = yaml.constructor.SafeConstructor()
@@ -296,6 +357,8 @@ def load_yaml_with_lines(text: str, file_label: str) -> tuple[Any, dict[tuple[An
         data = _plain(node, (), lines, constructor, problems, file_label)
     except yaml.YAMLError as exc:
         raise SpecError([f"{file_label}: not valid YAML: {exc}"]) from exc
+    except RecursionError:
+        raise SpecError([f"{file_label}: not valid YAML: nested too deeply"]) from None
     if problems:
         raise SpecError(problems)
     return data, lines

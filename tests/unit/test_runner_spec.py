@@ -327,3 +327,40 @@ def test_unsafe_sysctls_need_allow_unsafe_spec(key, reason):
                                  "vm.min_free_kbytes", "fs.aio-max-nr"])
 def test_benchmark_sysctls_are_in_the_safe_set(key):
     assert f"sysctl.{key}" in load(f"sysctl:\n  {key}: 1\nbenchmarks:\n  radosbench: {{time: 5}}\n").knobs
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a: &a [1, *a]\n", "alias *a refers to a node that contains it"),
+        ("a: &a {b: *a}\n", "alias *a refers to a node that contains it"),
+        ("a: &a {<<: *a}\n", "alias *a refers to a node that contains it"),
+        ("a: &a [[[*a]]]\n", "alias *a refers to a node that contains it"),
+        ("\n".join(["l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+                   + [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 10)])
+         + "\n", "aliases expand to more than 100000 YAML nodes"),
+        ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+    ],
+    ids=["self-list", "self-map", "self-merge", "self-deep", "billion-laughs", "deep-nesting"],
+)
+def test_hostile_yaml_is_a_clear_error_naming_the_file(tmp_path, text, message):
+    """Issue 23 finding 13: never RecursionError or MemoryError, a SpecError naming the file."""
+    path = tmp_path / "evil.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError) as info:
+        load_spec(path, benchmarks=BENCHES)
+    assert len(info.value.problems) == 1
+    assert info.value.problems[0].startswith(f"{path}")
+    assert message in info.value.problems[0]
+
+
+def test_ordinary_aliases_still_load():
+    spec = load("""\
+    ceph_config:
+      osd_op_num_shards: &n [2, 4]
+    benchmarks:
+      radosbench:
+        concurrent_ops: *n
+        time: 5
+    """)
+    assert spec.benchmarks["radosbench"]["concurrent_ops"] == [2, 4]
