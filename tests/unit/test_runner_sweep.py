@@ -292,3 +292,16 @@ def test_a_hostile_osd_host_name_is_refused_before_anything_changes(tmp_path, dr
     assert [p for p, _ in cluster.commands] == ["osd metadata"]
     assert cluster.db == {} and cluster.pools == {} and cluster.restarts == []
     assert not (tmp_path / "run").exists() and CountingBench.runs == []
+
+
+def test_unsafe_spec_keys_need_the_flag(tmp_path):
+    """`--allow-unsafe-spec` reaches the spec loader: without it a sysctl outside the safe set
+    stops the sweep before the cluster is asked anything."""
+    from cephscope.runner.spec import SpecError
+
+    (tmp_path / "shards.yaml").write_text(SPEC + "sysctl:\n  kernel.core_pattern: /tmp/x\n")
+    cluster = FakeCluster()
+    with pytest.raises(SpecError, match="sysctl kernel.core_pattern can name a program"):
+        run_sweep(tmp_path, cluster, dry_run=True)
+    assert cluster.commands == []
+    assert run_sweep(tmp_path, cluster, dry_run=True, allow_unsafe_spec=True)[0] == 0
