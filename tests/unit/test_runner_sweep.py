@@ -301,7 +301,7 @@ def test_unsafe_spec_keys_need_the_flag(tmp_path):
 
     (tmp_path / "shards.yaml").write_text(SPEC + "sysctl:\n  kernel.core_pattern: /tmp/x\n")
     cluster = FakeCluster()
-    with pytest.raises(SpecError, match="sysctl kernel.core_pattern can name a program"):
+    with pytest.raises(SpecError, match=r"sysctl kernel\.core_pattern can name a program"):
         run_sweep(tmp_path, cluster, dry_run=True)
     assert cluster.commands == []
     assert run_sweep(tmp_path, cluster, dry_run=True, allow_unsafe_spec=True)[0] == 0
