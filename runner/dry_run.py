@@ -123,13 +123,18 @@ def command_lines(inputs: DryRunInputs) -> list[str]:
             lines.append(f"  OSD restart on this machine, per OSD: {shlex.join(method.template)}")
         elif method is not None:
             lines.append(f"  OSD restart: {method.name}")
+        elif inputs.config is None:
+            named = inputs.spec.restart.method or "the cluster's own"
+            command = (f" ({shlex.join(inputs.spec.restart.command)})"
+                       if inputs.spec.restart.command else "")
+            lines.append(f"  OSD restart: {named}{command}; {UNKNOWN}")
         else:
             lines.append("  OSD restart: no restart method (the run will refuse restart options)")
     h = inputs.hygiene
     if h.scrub_guard:
         lines.append(f"  ceph osd set {' / '.join(SCRUB_FLAGS)} for the run (unset at the end)")
     if inputs.pools:
-        lines.append(f"  pools the steps use, created if missing (removed at the end): "
+        lines.append(f"  pools the steps use, created if missing (those created are removed at the end): "
                      f"{', '.join(inputs.pools)}")
     hosts, unread = _hosts(inputs)
     if unread:
