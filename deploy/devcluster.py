@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -401,14 +401,17 @@ class DevCluster:
     def running_daemons(self) -> dict[str, int]:
         return {name: pid for name in self._daemon_names() if (pid := self._daemon_pid(name))}
 
-    def _start_daemon(self, kind: str, ident: str) -> None:
+    def _start_daemon(self, kind: str, ident: str, env: Mapping[str, str] | None = None) -> None:
         binary = {"mon": "ceph-mon", "mgr": "ceph-mgr", "osd": "ceph-osd"}[kind]
+        # `env K=V … binary`: the environment reaches the daemon wherever placement runs it
+        # (a namespace, a release root), without a shell
+        with_env = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
         # The daemons fork into the background themselves and write their pid files.
         for attempt in range(3):
             try:
                 self._run_on(
                     self.host_of(f"{kind}.{ident}"),
-                    [binary, "-c", str(self.conf_path), "-i", ident,
+                    [*with_env, binary, "-c", str(self.conf_path), "-i", ident,
                      *(self._osd_release_args() if kind == "osd" else [])],
                     timeout=120,
                 )
@@ -824,10 +827,12 @@ class DevCluster:
     # ---- restart ---------------------------------------------------------------------------
 
     def restart_osds(self, ids: Iterable[int], timeout: float = 120,
-                     on_stopped: Callable[[], None] | None = None) -> float:
+                     on_stopped: Callable[[], None] | None = None,
+                     env: Mapping[str, str] | None = None) -> float:
         """Restart OSDs in parallel (one that is not running is started); return when they are
         up again (seconds taken). All are stopped before any starts: `on_stopped` is called
-        in between."""
+        in between. `env`: extra environment for the started daemons (a test makes an OSD
+        look containerised, e.g. NODE_NAME; the next restart without it undoes that)."""
         ids = list(ids)
         known = set(self.osd_ids())
         unknown = [i for i in ids if i not in known]
@@ -838,7 +843,7 @@ class DevCluster:
             list(pool.map(lambda i: self._stop_daemon(f"osd.{i}"), ids))
             if on_stopped is not None:
                 on_stopped()
-            list(pool.map(lambda i: self._start_daemon("osd", str(i)), ids))
+            list(pool.map(lambda i: self._start_daemon("osd", str(i), env), ids))
         # The mon marks a restarted OSD up only after it has booted again.
         self._wait_osds_up(ids, timeout=timeout)
         self._wait_asok(ids, timeout=timeout)

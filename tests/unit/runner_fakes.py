@@ -89,6 +89,9 @@ class FakeCluster:
         self.stopped: set[int] = set()  # OSDs whose process is not running (down)
         self.restart_error: str | None = None  # the restart method fails with this
         self.pools: dict[str, dict[str, Any]] = {}
+        # `osd metadata`: what each OSD's host reports (a test makes it hostile)
+        self.metadata: list[dict[str, Any]] = [
+            {"id": i, "hostname": "osd-host", "devices": "sda"} for i in range(osds)]
 
     # the CephCli surface the manager uses
     def command(self, prefix: str, timeout: float | None = None, **args: Any) -> Any:
@@ -97,6 +100,8 @@ class FakeCluster:
             if args["key"] not in OPTIONS:
                 raise CephError("`ceph config help` failed: ENOENT")
             return {"name": args["key"], **OPTIONS[args["key"]]}
+        if prefix == "osd metadata":
+            return [dict(m) for m in self.metadata]
         if prefix == "osd dump":
             return {"epoch": self.epoch, "osds": [
                 {"osd": i, "up": int(i not in self.stopped), "in": 1, "up_from": o["up_from"]}
