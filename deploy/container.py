@@ -14,6 +14,7 @@ import fcntl
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -87,7 +88,7 @@ class Podman:
         proc = self.run(*args, image, "sleep", "infinity", timeout=timeout)
         if proc.returncode != 0:
             self.remove(name)
-            raise ContainerError(f"podman run {image} failed: {_tail(proc.stderr)}")
+            raise ContainerError(f"podman run {image} failed: {tail_of(proc.stderr)}")
 
     def exec(self, name: str, argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[bytes]:
         return self.run("exec", name, *argv, timeout=timeout)
@@ -97,34 +98,44 @@ class Podman:
         self.run("rm", "--force", "--time", "5", "--ignore", name, timeout=120)
 
 
-def _tail(data: bytes, lines: int = 3) -> str:
+def tail_of(data: bytes, lines: int = 3) -> str:
     text = data.decode(errors="replace").strip().splitlines()
     return " | ".join(text[-lines:]) or "(no output)"
 
 
-def debian_base_image(podman: Podman, suite: str = "bookworm",
+def debian_base_image(podman: Podman, suite: str = "bookworm", ref: str | None = None,
+                      lent_ca: Path | None = None,
                       log: Callable[[str], None] = lambda msg: print(msg, flush=True),
                       timeout: float = 1200) -> str:
-    """`localhost/cephscope-base:<suite>-minbase`, imported from a cached mmdebstrap tarball
-    (built when absent) unless podman already has it."""
-    ref = f"localhost/cephscope-base:{suite}-minbase"
+    """`ref` (default `localhost/cephscope-base:<suite>-minbase`), imported from a cached
+    mmdebstrap tarball (built when absent) unless podman already has it.
+
+    `lent_ca`: a CA bundle this machine trusts (it may reach PyPI through a TLS proxy), put in
+    the image with an `/etc/pip.conf` naming it, so a Dockerfile's `pip install` works here
+    unchanged. Such an image is for building on this machine only."""
+    ref = ref or f"localhost/cephscope-base:{suite}-minbase"
     if podman.image_exists(ref):
         return ref
     cache = images_cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
-    tarball = cache / f"debian-{suite}-minbase.tar"
-    with open(cache / f".{suite}-minbase.lock", "w") as lock:
+    flavour = f"{suite}-minbase{'-lent-ca' if lent_ca else ''}"
+    tarball = cache / f"debian-{flavour}.tar"
+    with open(cache / f".{flavour}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not tarball.exists():
-            _build_tarball(suite, tarball, log, timeout)
+            _build_tarball(suite, tarball, lent_ca, log, timeout)
         proc = podman.run("import", "--quiet", str(tarball), ref, timeout=600)
         if proc.returncode != 0:
-            raise ContainerError(f"podman import {tarball} failed: {_tail(proc.stderr)}")
+            raise ContainerError(f"podman import {tarball} failed: {tail_of(proc.stderr)}")
     log(f"container: imported {ref} from {tarball}")
     return ref
 
 
-def _build_tarball(suite: str, tarball: Path, log: Callable[[str], None], timeout: float) -> None:
+LENT_CA_IN_IMAGE = "/etc/cephscope-lent-ca.crt"
+
+
+def _build_tarball(suite: str, tarball: Path, lent_ca: Path | None, log: Callable[[str], None],
+                   timeout: float) -> None:
     absent = host_commands.missing(["mmdebstrap"])
     if absent:
         raise ContainerError(host_commands.missing_packages_message(absent))
@@ -132,17 +143,25 @@ def _build_tarball(suite: str, tarball: Path, log: Callable[[str], None], timeou
     sources = [f"deb {DEBIAN_MIRROR} {suite} main", f"deb {DEBIAN_MIRROR} {suite}-updates main",
                f"deb {DEBIAN_SECURITY_MIRROR} {suite}-security main"]
     partial = tarball.with_name(f".{tarball.name}.{os.getpid()}")
-    log(f"container: building Debian {suite} minbase with mmdebstrap into {tarball}")
-    started = time.monotonic()
-    try:
-        proc = subprocess.run(["mmdebstrap", "--variant=minbase", "--quiet", "--format=tar", suite,
-                               str(partial), *sources],
-                              capture_output=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as exc:
-        partial.unlink(missing_ok=True)
-        raise ContainerError(f"mmdebstrap {suite} minbase timed out after {timeout:.0f} s") from exc
+    hooks: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        if lent_ca:
+            pip_conf = Path(tmp) / "pip.conf"
+            pip_conf.write_text(f"[global]\ncert = {LENT_CA_IN_IMAGE}\n")
+            # mmdebstrap's own `upload` hook copies a file in: no shell involved.
+            hooks = [f"--customize-hook=upload {lent_ca} {LENT_CA_IN_IMAGE}",
+                     f"--customize-hook=upload {pip_conf} /etc/pip.conf"]
+        log(f"container: building Debian {suite} minbase with mmdebstrap into {tarball}")
+        started = time.monotonic()
+        try:
+            proc = subprocess.run(["mmdebstrap", "--variant=minbase", "--quiet", "--format=tar",
+                                   *hooks, suite, str(partial), *sources],
+                                  capture_output=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired as exc:
+            partial.unlink(missing_ok=True)
+            raise ContainerError(f"mmdebstrap {suite} minbase timed out after {timeout:.0f} s") from exc
     if proc.returncode != 0:
         partial.unlink(missing_ok=True)
-        raise ContainerError(f"mmdebstrap {suite} minbase failed: {_tail(proc.stderr)}")
+        raise ContainerError(f"mmdebstrap {suite} minbase failed: {tail_of(proc.stderr)}")
     partial.rename(tarball)
     log(f"container: {tarball.name} built in {time.monotonic() - started:.0f} s")
