@@ -51,6 +51,14 @@ class StackError(RuntimeError):
     """Something the user must fix; the message is one clear line."""
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by this user only (0600), whatever the umask."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(fd, 0o600)  # O_CREAT keeps the mode of a file that already exists
+        f.write(text)
+
+
 def default_state_dir() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "cephscope" / "stack"
@@ -324,12 +332,13 @@ class Stack:
         for sub in ("run", "log", "prometheus-data", "alertmanager-data", "textfile"):
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
         (self.state_dir / "stack.json").write_text(json.dumps({"port_base": self.port_base}) + "\n")
-        (self.state_dir / "prometheus.yml").write_text(
-            yaml.safe_dump(self.prometheus_config(), sort_keys=False)
-        )
-        (self.state_dir / "alertmanager.yml").write_text(
-            yaml.safe_dump(self.alertmanager_config(), sort_keys=False)
-        )
+        # Private: prometheus.yml holds the exporter scrape's inline basic_auth password when
+        # the scrape file gives one (password_file stays a path), alertmanager.yml may hold a
+        # webhook URL with a token; the stack's daemons run as this user.
+        write_private(self.state_dir / "prometheus.yml",
+                      yaml.safe_dump(self.prometheus_config(), sort_keys=False))
+        write_private(self.state_dir / "alertmanager.yml",
+                      yaml.safe_dump(self.alertmanager_config(), sort_keys=False))
         try:
             procs = {c.name: self._start(c) for c in self._components()}
             for component in self._components():
