@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cephscope.runner.baseline import pre_sweep_values
 from cephscope.runner.benchmarks import BENCHMARKS
 from cephscope.runner.clients import per_client_rows
 from cephscope.runner.recovery import phase_key
@@ -483,6 +484,11 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
     intro = [f"spec: {run.get('spec_path')}", f"steps: {steps_done} done of {steps_total}"]
     if windows:
         intro.append("rate window: " + ", ".join(windows))
+    before = pre_sweep_values(RunDir(run_dir).read_pre_sweep_config())
+    if before:
+        intro.append("the OSDs ran before the sweep with (effective values, read from the "
+                     "OSDs at sweep start): " + ", ".join(v.text() for _o, v in sorted(
+                         before.items())))
     intro.append("units: MiB/s = 2^20 bytes per second; latencies in ms; "
                  "OSD p50/p99/p99.9 are OSD-side (the OSDs' op latency histograms over the "
                  "mode's window), client p50/p99/p99.9 are the benchmark's own")

@@ -431,7 +431,7 @@ def _apply_counters(figures: SystemFigures, counters: Mapping[str, Any], window:
     figures.cpu_modes, figures.cores, figures.devices, figures.nics = {}, {}, [], []
     figures.thread_groups = {}
     rates: dict[str, list[SeriesRate]] = {}
-    short_series = 0
+    short_series: list[int] = []
     for name, entry in counters.items():
         if not isinstance(entry, Mapping):
             continue
@@ -443,8 +443,8 @@ def _apply_counters(figures: SystemFigures, counters: Mapping[str, Any], window:
         short_series += short
     used = [r.rate for found in rates.values() for r in found]
     if not used:
-        figures.too_short = short_series > 0
-        figures.scrapes = 0 if short_series else None
+        figures.too_short = bool(short_series)
+        figures.scrapes = max(short_series) if short_series else None
         return
     figures.scrapes = min(r.scrapes for r in used)
     figures.covered_seconds = min(r.seconds for r in used)

@@ -79,14 +79,16 @@ class SeriesRate:
 
 
 def series_rates(result: Iterable[Mapping[str, Any]], window: Window
-                 ) -> tuple[list[SeriesRate], int]:
-    """Window rates of every series of a stored matrix result, and how many series had fewer
-    than two scrapes inside the window (left out)."""
-    rates, short = [], 0
+                 ) -> tuple[list[SeriesRate], list[int]]:
+    """Window rates of every series of a stored matrix result, and the scrape counts of the
+    series left out for having fewer than two scrapes inside the window."""
+    rates: list[SeriesRate] = []
+    short: list[int] = []
     for series in result:
-        found = window_rate(raw_points(series), window)
+        points = raw_points(series)
+        found = window_rate(points, window)
         if found is None:
-            short += 1
+            short.append(scrapes_inside(points, window))
             continue
         rates.append(SeriesRate(dict(series.get("metric", {})), found))
     return rates, short

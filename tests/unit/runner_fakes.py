@@ -65,6 +65,11 @@ OPTIONS = {
                           "flags": ["startup"]},
     "osd_max_backfills": {"type": "uint", "default": 1, "can_update_at_runtime": True,
                           "flags": ["runtime"]},
+    # what osd_op_num_shards = 0 stands for, by the OSD's store (Pacific's defaults)
+    "osd_op_num_shards_hdd": {"type": "int", "default": 5, "can_update_at_runtime": False,
+                              "flags": ["startup"]},
+    "osd_op_num_shards_ssd": {"type": "int", "default": 8, "can_update_at_runtime": False,
+                              "flags": ["startup"]},
 }
 
 
@@ -89,6 +94,7 @@ class FakeCluster:
         self.stopped: set[int] = set()  # OSDs whose process is not running (down)
         self.restart_error: str | None = None  # the restart method fails with this
         self.pools: dict[str, dict[str, Any]] = {}
+        self.rotational: set[int] = set()  # OSDs whose store is on a rotational device
 
     # the CephCli surface the manager uses
     def command(self, prefix: str, timeout: float | None = None, **args: Any) -> Any:
@@ -117,6 +123,9 @@ class FakeCluster:
         if prefix == "pg dump":
             return {"pg_stats": [{"pgid": "1.0", "state": "active+clean", "acting": [0, 1, 2],
                                   "up": [0, 1, 2], "reported_epoch": self.epoch}]}
+        if prefix == "osd metadata":
+            return [{"id": i, "rotational": "1" if i in self.rotational else "0"}
+                    for i in self.osds]
         if prefix == "osd pool ls":
             return [{"pool_name": n, **p} for n, p in self.pools.items()]
         if prefix == "osd pool create":

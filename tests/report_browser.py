@@ -1,0 +1,90 @@
+"""report.html as a reader sees it: Debian's chromium driven through chromium-driver by
+Selenium, at a given window width. Gathers what the report tests assert (horizontal overflow,
+images loaded, table row heights) and keeps a full-page screenshot."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# What the page says about itself once loaded (read in the browser, after layout).
+PAGE_FACTS_JS = """
+const doc = document.documentElement;
+const wide = [];
+for (const el of document.body.querySelectorAll('*')) {
+  const r = el.getBoundingClientRect();
+  if (r.right > doc.clientWidth + 1) wide.push(el.tagName + ' ' + Math.round(r.right));
+}
+const tables = Array.from(document.querySelectorAll('table')).map(t => {
+  let title = t.previousElementSibling;
+  while (title && !/^(H2|H3|P)$/.test(title.tagName)) title = title.previousElementSibling;
+  return {title: title ? title.textContent.slice(0, 80) : '',
+          width: t.getBoundingClientRect().width,
+          rows: Array.from(t.rows).map(r => r.getBoundingClientRect().height)};
+});
+return {scrollWidth: doc.scrollWidth, clientWidth: doc.clientWidth,
+        innerWidth: window.innerWidth, height: doc.scrollHeight, wide: wide.slice(0, 10),
+        images: Array.from(document.images).map(i => ({complete: i.complete,
+          width: i.naturalWidth, height: i.naturalHeight,
+          shownWidth: i.getBoundingClientRect().width})),
+        tables: tables};
+"""
+
+
+@dataclass
+class PageFacts:
+    scroll_width: int
+    client_width: int
+    inner_width: int
+    height: int
+    wide_elements: list[str]
+    images: list[dict[str, Any]]
+    tables: list[dict[str, Any]]
+    screenshot: Path
+
+    def steps_table(self) -> dict[str, Any]:
+        return next(t for t in self.tables if t["title"].startswith("One line per step"))
+
+
+def driver(profile: Path, width: int, height: int) -> Any:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    browser, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+    if browser is None or chromedriver is None:
+        raise RuntimeError("chromium / chromedriver missing: deploy/install.sh installs Debian's "
+                           "chromium and chromium-driver")
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    # root in a container: no sandbox; a throwaway profile; nothing but file:// is opened
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--no-first-run", "--hide-scrollbars", f"--user-data-dir={profile}",
+                f"--window-size={width},{height}"):
+        options.add_argument(arg)
+    return webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
+
+
+def check_page(html_path: Path, out_dir: Path, width: int = 1280) -> PageFacts:
+    """Open the page at `width` px, read its facts, keep a full-page screenshot in out_dir."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    browser = driver(out_dir / "chromium-profile", width, 900)
+    try:
+        browser.set_page_load_timeout(60)
+        browser.get(html_path.resolve().as_uri())
+        browser.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "if (document.readyState === 'complete') done(); "
+            "else window.addEventListener('load', () => done());")
+        # the viewport's width is the window's minus nothing (headless, scrollbars hidden)
+        facts = browser.execute_script(PAGE_FACTS_JS)
+        # full page in one picture: the window as tall as the page (capped: huge pages)
+        browser.set_window_size(width, min(int(facts["height"]) + 100, 16000))
+        shot = out_dir / f"report-{width}px.png"
+        browser.save_screenshot(str(shot))
+    finally:
+        browser.quit()
+    return PageFacts(int(facts["scrollWidth"]), int(facts["clientWidth"]),
+                     int(facts["innerWidth"]), int(facts["height"]), list(facts["wide"]),
+                     list(facts["images"]), list(facts["tables"]), shot)
