@@ -88,3 +88,34 @@ def check_page(html_path: Path, out_dir: Path, width: int = 1280) -> PageFacts:
     return PageFacts(int(facts["scrollWidth"]), int(facts["clientWidth"]),
                      int(facts["innerWidth"]), int(facts["height"]), list(facts["wide"]),
                      list(facts["images"]), list(facts["tables"]), shot)
+
+
+def assert_reads_at(report_html: Path, out_dir: Path, steps: int, width: int = 1280
+                    ) -> PageFacts:
+    """The report reads at `width` px: no sideways scrolling, every image loaded and shrunk to
+    the page, the Steps table one short line per step, no table row taller than a few lines of
+    wrapped text, and a screenshot that is not blank."""
+    facts = check_page(report_html, out_dir, width)
+    print(f"\nreport at {width}px: scrollWidth {facts.scroll_width}, height {facts.height}, "
+          f"screenshot {facts.screenshot}")
+    assert facts.inner_width == width
+    assert facts.scroll_width <= facts.client_width, (facts.scroll_width, facts.wide_elements)
+    assert facts.wide_elements == []
+    assert facts.images and all(i["complete"] and i["width"] > 100 and i["height"] > 100
+                                and 0 < i["shownWidth"] <= width for i in facts.images)
+    steps_table = facts.steps_table()
+    assert len(steps_table["rows"]) == steps + 1
+    # one text line per step (~20 px at 12 px type); the header may wrap an option name
+    assert max(steps_table["rows"][1:]) <= 30, steps_table["rows"]
+    assert steps_table["rows"][0] <= 80
+    for table in facts.tables:  # the per-step details wrap their sentences: a few lines
+        assert max(table["rows"]) <= 120, table
+        assert table["width"] <= facts.client_width
+    from PIL import Image
+
+    with Image.open(facts.screenshot) as image:
+        rgb = image.convert("RGB")
+        assert rgb.size[0] == width and rgb.size[1] >= 900
+        colors = rgb.getcolors(maxcolors=1 << 22) or []
+    assert len(colors) > 50, "the screenshot has almost no colours: blank page"
+    return facts

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 from cephscope.runner.report import write_report
-from tests.report_browser import check_page
+from tests.report_browser import assert_reads_at
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 SHARDS, THREADS = (1, 5, 10, 20), (1, 2, 3, 4)
@@ -58,33 +58,6 @@ def grid16(tmp_path: Path) -> Path:
                                       ("osd_op_num_threads_per_shard", "2"))}}
     (run_dir / "pre_sweep_config.json").write_text(json.dumps(pre))
     return run_dir
-
-
-def assert_reads_at(report_html: Path, out_dir: Path, steps: int, width: int = 1280):
-    facts = check_page(report_html, out_dir, width)
-    print(f"\nreport at {width}px: scrollWidth {facts.scroll_width}, height {facts.height}, "
-          f"screenshot {facts.screenshot}")
-    assert facts.inner_width == width
-    assert facts.scroll_width <= facts.client_width, (facts.scroll_width, facts.wide_elements)
-    assert facts.wide_elements == []
-    assert facts.images and all(i["complete"] and i["width"] > 100 and i["height"] > 100
-                                and 0 < i["shownWidth"] <= width for i in facts.images)
-    steps_table = facts.steps_table()
-    assert len(steps_table["rows"]) == steps + 1
-    # one text line per step (~20 px at 12 px type); the header may wrap an option name
-    assert max(steps_table["rows"][1:]) <= 30, steps_table["rows"]
-    assert steps_table["rows"][0] <= 80
-    for table in facts.tables:  # the per-step details wrap their sentences: a few lines
-        assert max(table["rows"]) <= 120, table
-        assert table["width"] <= facts.client_width
-    from PIL import Image
-
-    with Image.open(facts.screenshot) as image:
-        rgb = image.convert("RGB")
-        assert rgb.size[0] == width and rgb.size[1] >= 900
-        colors = rgb.getcolors(maxcolors=1 << 22) or []
-    assert len(colors) > 50, "the screenshot has almost no colours: blank page"
-    return facts
 
 
 def test_16_step_grid_report_reads_at_1280px(tmp_path: Path) -> None:
