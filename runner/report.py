@@ -479,9 +479,16 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
                       + plot_thread_groups(rows, out) + plot_cores(rows, out))
     steps_total = len({r.step.id for r in rows})
     steps_done = len({r.step.id for r in rows if r.status == "done"})
+    # rows with raw scrapes use no rate window: name it only for rows that rest on one
     windows = sorted({f"{r.rate_window} (scrape interval {r.scrape_interval:g}s)"
-                      for r in rows if r.rate_window and r.scrape_interval})
+                      for r in rows if r.rate_window and r.scrape_interval
+                      and r.system.source != "scrapes"})
+    intervals = sorted({f"{r.scrape_interval:g}s" for r in rows
+                        if r.scrape_interval and r.system.source == "scrapes"})
     intro = [f"spec: {run.get('spec_path')}", f"steps: {steps_done} done of {steps_total}"]
+    if intervals:
+        intro.append("system figures: counter increases between the scrapes inside each "
+                     f"mode's own window (scrape interval {', '.join(intervals)})")
     if windows:
         intro.append("rate window: " + ", ".join(windows))
     before = pre_sweep_values(RunDir(run_dir).read_pre_sweep_config())

@@ -4,10 +4,14 @@ images loaded, table row heights) and keeps a full-page screenshot."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+# A directory to copy every screenshot into (optional)
+ARTEFACTS_ENV = "CEPHSCOPE_TEST_ARTEFACTS"
 
 # What the page says about itself once loaded (read in the browser, after layout).
 PAGE_FACTS_JS = """
@@ -85,6 +89,11 @@ def check_page(html_path: Path, out_dir: Path, width: int = 1280) -> PageFacts:
         browser.save_screenshot(str(shot))
     finally:
         browser.quit()
+    # pytest keeps only its last few tmp dirs: CI (or a person) can name a dir that outlives them
+    keep = os.environ.get(ARTEFACTS_ENV)
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(keep) / f"{html_path.resolve().parent.name}-{shot.name}")
     return PageFacts(int(facts["scrollWidth"]), int(facts["clientWidth"]),
                      int(facts["innerWidth"]), int(facts["height"]), list(facts["wide"]),
                      list(facts["images"]), list(facts["tables"]), shot)
