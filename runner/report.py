@@ -127,7 +127,7 @@ def bottleneck(row: Row) -> tuple[str, str]:
     """(short tag for the Steps table, the sentence for the step's detail): the resource that
     most likely limited the step, from what the metrics show."""
     s = row.system
-    if s.too_short:
+    if s.too_short or (not s.available and s.short_counters):
         return ("window < 2 scrapes",
                 "unknown: the measurement window held fewer than two scrapes, so no system "
                 "figure could be taken from inside it (run longer steps or scrape more often)")
@@ -254,7 +254,11 @@ def window_text(row: Row) -> str:
     if s.too_short:
         return f"{length}: fewer than 2 scrapes inside: no system figures"
     covered = f" {s.covered_seconds:.1f} s apart at the ends" if s.covered_seconds else ""
-    return f"{length}: {s.scrapes} scrapes inside,{covered}"
+    text = f"{length}: {s.scrapes} scrapes inside,{covered}"
+    if s.short_counters:
+        text += ("; fewer than 2 scrapes inside for " + ", ".join(s.short_counters)
+                 + ": those figures are empty")
+    return text
 
 
 def fixed_axes(rows: Sequence[Row]) -> dict[str, str]:
@@ -737,11 +741,12 @@ def _notes(rows: Iterable[Row]) -> list[str]:
                      "the time between them: nothing from the restart or the quiet gaps "
                      "around a measurement enters them; each step's detail says how many "
                      "scrapes they rest on.")
-    too_short = [r for r in rows if r.system.too_short]
+    too_short = [r for r in rows if r.system.too_short or r.system.short_counters]
     if too_short:
         notes.append(f"WARNING: {len(too_short)} mode window(s) held fewer than two scrapes "
-                     f"(e.g. step {too_short[0].step.id} {too_short[0].mode}): their system "
-                     "figures are left empty rather than taken from the time around them.")
+                     f"of some target (e.g. step {too_short[0].step.id} {too_short[0].mode}): "
+                     "those system figures are left empty rather than taken from the time "
+                     "around them.")
     if any(r.system.available and r.system.source != "scrapes" for r in rows):
         notes.append("System columns of steps without stored raw scrapes are means of "
                      "Prometheus rate()s over each mode's window; a mode shorter than the "

@@ -170,6 +170,10 @@ class SystemFigures:
     too_short: bool = False
     # seconds between the first and the last scrape used (the span the rates cover)
     covered_seconds: float | None = None
+    # counters (COUNTER_SERIES names) with no series holding two scrapes inside the window:
+    # their figures are empty (targets scrape at different moments: one can have two scrapes
+    # inside a window where another has one)
+    short_counters: list[str] = field(default_factory=list)
 
     @property
     def available(self) -> bool:
@@ -441,11 +445,14 @@ def _apply_counters(figures: SystemFigures, counters: Mapping[str, Any], window:
         found, short = series_rates(entry.get("result") or [], window)
         rates[name] = found
         short_series += short
+        if short and not found:
+            figures.short_counters.append(name)
     used = [r.rate for found in rates.values() for r in found]
     if not used:
         figures.too_short = bool(short_series)
         figures.scrapes = max(short_series) if short_series else None
         return
+    # the fewest scrapes any figure rests on (series left out for having one are not figures)
     figures.scrapes = min(r.scrapes for r in used)
     figures.covered_seconds = min(r.seconds for r in used)
 

@@ -169,6 +169,8 @@ def test_thread_group_cpu_per_step_matches_proc(sampled_run) -> None:
         assert result["timestamps"]["config"]["restarted"], row.step.id
         assert row.system.source == "scrapes" and not row.system.too_short
         assert row.system.scrapes is not None and row.system.scrapes >= 2
+        # a 10 s step at a 5 s interval holds two scrapes of every target
+        assert row.system.short_counters == [], row.system.short_counters
         window = mode_window(result, row.mode)
         stored = json.loads((step_dir / "prometheus.json").read_text())
         for series in stored["counters"]["osd_thread_cpu_seconds"]["result"]:

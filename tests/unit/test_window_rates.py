@@ -91,3 +91,20 @@ def test_report_shows_the_scrapes_and_flags_short_windows() -> None:
     long = Row(step, "write", "done", {"iops": 1.0},
                summarize_system(prom, window=(0.0, 15.0)), window_seconds=15.0)
     assert window_text(long) == "15.0 s window: 4 scrapes inside, 15.0 s apart at the ends"
+
+
+def test_a_target_with_one_scrape_inside_leaves_its_figures_empty_and_says_so() -> None:
+    from cephscope.runner.report import Row, bottleneck, window_text
+    from cephscope.runner.steps import Step
+
+    # the exporter scraped at 5, 10 (two inside 4..11); node_exporter at 2, 7, 12 (one inside)
+    prom = stored({"tp_osd_tp": [(0, 0.0), (5, 0.5), (10, 1.0)]}, 0, 12,
+                  cpu_points=[(2, 1.0), (7, 2.0), (12, 3.0)])
+    figures = summarize_system(prom, window=(4.0, 11.0), mode="write")
+    assert figures.thread_groups and figures.scrapes == 2 and not figures.too_short
+    assert figures.cpu_busy_ratio is None and figures.cores == {}
+    assert figures.short_counters == ["cpu_seconds"]
+    row = Row(Step("abc123", "radosbench", 0, {}, None, {}, {}), "write", "done", {},
+              figures, window_seconds=7.0)
+    assert bottleneck(row)[0] == "window < 2 scrapes"
+    assert "fewer than 2 scrapes inside for cpu_seconds" in window_text(row)
