@@ -17,8 +17,9 @@ debian_packages=(
     openssh-server openssh-client
     # a container engine: the fresh-install check and the exporter's image
     podman runc git
-    # headless browser: the report test opens report.html in it
-    chromium
+    # headless browser: the report tests open report.html in it (Selenium drives it through
+    # chromium-driver)
+    chromium chromium-driver
     mmdebstrap  # root filesystems of other Ceph releases (deploy/rootfs.py)
 )
 
