@@ -66,6 +66,7 @@ COMMANDS: tuple[HostCommand, ...] = (
     HostCommand("curl", "curl", "TLS tests"),
     HostCommand("openssl", "openssl", "test certificates"),
     HostCommand("chromium", "chromium", "the report opened in a browser"),
+    HostCommand("chromedriver", "chromium-driver", "Selenium's driver for chromium (report tests)"),
     # run on every host the runner reaches (Debian's essential packages)
     HostCommand("python3", "python3", "remote benchmark guard on client hosts"),
     HostCommand("cat", "coreutils", "knob and environment reads"),
