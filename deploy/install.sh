@@ -20,6 +20,10 @@ debian_packages=(
     # headless browser: the report test opens report.html in it
     chromium
     mmdebstrap  # root filesystems of other Ceph releases (deploy/rootfs.py)
+    # cephadm's own spec code (ceph.deployment.service_spec) and its deploy script: the
+    # custom-container service spec of deploy/cephadm is checked with them, and mgr/cephadm's
+    # Prometheus template is rendered with the extra scrape job
+    python3-ceph-common cephadm ceph-mgr-cephadm
 )
 
 missing=()
