@@ -82,6 +82,7 @@ COMMANDS: tuple[HostCommand, ...] = (
     # the machine's toolchain: builds compose-config (install.sh says so when it is missing)
     HostCommand("go", None, "builds deploy/compose-config and deploy/kubeconform (Go >= 1.24)"),
     # built into the venv by deploy/install.sh from deploy/kubeconform (Go module proxy)
+    HostCommand("systemd-analyze", "systemd", "checks the exporter's unit (deploy/systemd)"),
     HostCommand("kubeconform", None, "validates the Rook manifests (deploy/rook)"),
     # restart methods that run on a user's cluster, never here
     HostCommand("systemctl", None, "restart method systemd", needed_here=False),

@@ -24,6 +24,7 @@ debian_packages=(
     # custom-container service spec of deploy/cephadm is checked with them, and mgr/cephadm's
     # Prometheus template is rendered with the extra scrape job
     python3-ceph-common cephadm ceph-mgr-cephadm
+    systemd  # systemd-analyze verify: the exporter's unit (deploy/systemd)
 )
 
 missing=()
