@@ -195,3 +195,13 @@ def test_promtool_refuses_a_broken_template(template_mgr: type, tmp_path: Path) 
     job = JOB_TEMPLATE.read_text().replace("static_configs:", "static_config:")
     proc = promtool_check(render(template_mgr, STOCK_TEMPLATE.read_text() + job, tmp_path))
     assert proc.returncode != 0 and "static_config" in proc.stdout + proc.stderr
+
+
+
+def test_a_template_context_without_nodes_is_an_error_not_a_missing_job(template_mgr: type) -> None:
+    # A release whose template context has no `nodes` must fail loudly, not drop the job: the
+    # mgr's engine (StrictUndefined) on the appended job alone.
+    engine = template_mgr(_Mgr({})).engine
+    with pytest.raises(Exception, match="'nodes' is undefined"):
+        engine.render_plain(JOB_TEMPLATE.read_text(), {k: v for k, v in CONTEXT.items() if k != "nodes"})
+    assert "cephscope-exporter" in engine.render_plain(JOB_TEMPLATE.read_text(), CONTEXT)
