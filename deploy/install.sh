@@ -113,6 +113,12 @@ fi
 # the sums below (and the Go checksum database).
 kubeconform_src="$repo_root/deploy/kubeconform"
 kubeconform_bin="$venv/bin/kubeconform"
+schemas="$venv/share/kubeconform-schemas"
+schemas_stamp="$schemas/.sources"
+if ! command -v go >/dev/null && [[ ! -x "$kubeconform_bin" || ! -f "$schemas_stamp" ]]; then
+    echo "install: Go >= 1.24 is needed to build $kubeconform_bin and its schemas (validate deploy/rook)" >&2
+    exit 1
+fi
 if [[ ! -x "$kubeconform_bin" || -n "$(find "$kubeconform_src" -newer "$kubeconform_bin" -type f)" ]]; then
     go_log="$venv/go-build.log"
     if ! (cd "$kubeconform_src" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
@@ -125,8 +131,6 @@ if [[ ! -x "$kubeconform_bin" || -n "$(find "$kubeconform_src" -newer "$kubeconf
 fi
 k8s_module="k8s.io/kubernetes@v1.31.4 h1:VQDX52gTQnq8C/jCo48AQuDsWbWMh9XXxhQRDYjgakw="
 promop_module="github.com/prometheus-operator/prometheus-operator@v0.80.1 h1:jeqy9C8ku5coMThZh/cVrB5FwJHlV98jvnSeVnQKCQw="
-schemas="$venv/share/kubeconform-schemas"
-schemas_stamp="$schemas/.sources"
 # The directory of a module version from the module proxy, after checking its sum.
 module_dir() {
     local mod="${1% *}" sum="${1#* }" info
