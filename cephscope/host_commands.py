@@ -14,6 +14,7 @@ import shutil
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 
 
@@ -80,7 +81,10 @@ COMMANDS: tuple[HostCommand, ...] = (
     HostCommand("grep", "grep", "device queue settings"),
     HostCommand("sh", "dash", "tests' fake tools"),
     # the machine's toolchain: builds compose-config (install.sh says so when it is missing)
-    HostCommand("go", None, "builds deploy/compose-config (Go >= 1.24)"),
+    HostCommand("go", None, "builds deploy/compose-config and deploy/kubeconform (Go >= 1.24)"),
+    # built into the venv by deploy/install.sh from deploy/kubeconform (Go module proxy)
+    HostCommand("systemd-analyze", "systemd", "checks the exporter's unit (deploy/systemd)"),
+    HostCommand("kubeconform", None, "validates the Rook manifests (deploy/rook)"),
     # restart methods that run on a user's cluster, never here
     HostCommand("systemctl", None, "restart method systemd", needed_here=False),
 )
@@ -105,8 +109,13 @@ def package_of(name: str) -> str:
     return found.package if found and found.package else name
 
 
+def which_here(name: str) -> str | None:
+    """``name`` on PATH, or in this venv's bin, where deploy/install.sh builds its tools."""
+    return shutil.which(name) or shutil.which(name, path=str(Path(sys.prefix) / "bin"))
+
+
 def missing(names: Sequence[str] | None = None,
-            which: Callable[[str], str | None] = shutil.which) -> list[HostCommand]:
+            which: Callable[[str], str | None] = which_here) -> list[HostCommand]:
     """The commands (all needed here, or those named) that do not resolve on PATH."""
     wanted = [command(n) for n in names] if names is not None else [c for c in COMMANDS if c.needed_here]
     return [c for c in wanted if which(c.name) is None]

@@ -21,6 +21,11 @@ debian_packages=(
     # chromium-driver)
     chromium chromium-driver
     mmdebstrap  # root filesystems of other Ceph releases (deploy/rootfs.py)
+    # cephadm's own spec code (ceph.deployment.service_spec) and its deploy script: the
+    # custom-container service spec of deploy/cephadm is checked with them, and mgr/cephadm's
+    # Prometheus template is rendered with the extra scrape job
+    python3-ceph-common cephadm ceph-mgr-cephadm
+    systemd  # systemd-analyze verify: the exporter's unit (deploy/systemd)
 )
 
 missing=()
@@ -100,6 +105,68 @@ if [[ ! -x "$compose_bin" || -n "$(find "$compose_src" -newer "$compose_bin" -ty
         echo "install: building compose-config failed (full log: $go_log)" >&2
         exit 1
     fi
+fi
+# kubeconform: validates the Rook manifests (deploy/rook) offline. Built like compose-config from
+# deploy/kubeconform (a Go module pinning it as a tool). Its JSON schemas are generated here,
+# never committed: the Kubernetes kinds from k8s.io/kubernetes's api/openapi-spec/swagger.json
+# (deploy/k8s_schemas.py), the ServiceMonitor from prometheus-operator's CRD by kubeconform's own
+# scripts/openapi2jsonschema.py; both modules come from the Go module proxy, checked against
+# the sums below (and the Go checksum database).
+kubeconform_src="$repo_root/deploy/kubeconform"
+kubeconform_bin="$venv/bin/kubeconform"
+schemas="$venv/share/kubeconform-schemas"
+schemas_stamp="$schemas/.sources"
+if ! command -v go >/dev/null && [[ ! -x "$kubeconform_bin" || ! -f "$schemas_stamp" ]]; then
+    echo "install: Go >= 1.24 is needed to build $kubeconform_bin and its schemas (validate deploy/rook)" >&2
+    exit 1
+fi
+if [[ ! -x "$kubeconform_bin" || -n "$(find "$kubeconform_src" -newer "$kubeconform_bin" -type f)" ]]; then
+    go_log="$venv/go-build.log"
+    if ! (cd "$kubeconform_src" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
+            go build -trimpath -o "$kubeconform_bin" github.com/yannh/kubeconform/cmd/kubeconform) \
+            >"$go_log" 2>&1; then
+        tail -20 "$go_log" >&2
+        echo "install: building kubeconform failed (full log: $go_log)" >&2
+        exit 1
+    fi
+fi
+k8s_module="k8s.io/kubernetes@v1.31.4 h1:VQDX52gTQnq8C/jCo48AQuDsWbWMh9XXxhQRDYjgakw="
+promop_module="github.com/prometheus-operator/prometheus-operator@v0.80.1 h1:jeqy9C8ku5coMThZh/cVrB5FwJHlV98jvnSeVnQKCQw="
+# The directory of a module version from the module proxy, after checking its sum.
+module_dir() {
+    local mod="${1% *}" sum="${1#* }" info
+    info="$(cd / && GOTOOLCHAIN=local GOFLAGS=-mod=mod go mod download -json "$mod")" || {
+        echo "install: go mod download $mod failed: $info" >&2
+        return 1
+    }
+    "$venv/bin/python" -c '
+import json, sys
+info = json.loads(sys.argv[1])
+got, want = info.get("Sum"), sys.argv[2]
+if got != want:
+    sys.exit("install: %s@%s has sum %s, expected %s" % (info.get("Path"), info.get("Version"), got, want))
+print(info["Dir"])' "$info" "$sum"
+}
+if [[ ! -f "$schemas_stamp" || "$(cat "$schemas_stamp")" != "$k8s_module $promop_module" \
+        || "$repo_root/deploy/k8s_schemas.py" -nt "$schemas_stamp" ]]; then
+    rm -rf "$schemas"
+    mkdir -p "$schemas"
+    k8s_dir="$(module_dir "$k8s_module")"
+    promop_dir="$(module_dir "$promop_module")"
+    kubeconform_dir="$(cd "$kubeconform_src" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
+        go list -m -f '{{.Dir}}' github.com/yannh/kubeconform)"
+    schema_log="$venv/kubeconform-schemas.log"
+    if ! { "$venv/bin/python" -m cephscope.deploy.k8s_schemas \
+                "$k8s_dir/api/openapi-spec/swagger.json" "$schemas" DaemonSet Service \
+            && (cd "$schemas" && FILENAME_FORMAT='{kind}-{group}-{version}' DENY_ROOT_ADDITIONAL_PROPERTIES=1 \
+                "$venv/bin/python" "$kubeconform_dir/scripts/openapi2jsonschema.py" \
+                "$promop_dir/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml"); \
+            } >"$schema_log" 2>&1; then
+        tail -20 "$schema_log" >&2
+        echo "install: generating kubeconform's schemas failed (full log: $schema_log)" >&2
+        exit 1
+    fi
+    echo "$k8s_module $promop_module" > "$schemas_stamp"
 fi
 "$venv/bin/python" -c 'import rados, rbd' || {
     echo "install: the venv cannot import rados/rbd (python3-rados, python3-rbd)" >&2
