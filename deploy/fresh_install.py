@@ -37,10 +37,10 @@ LENT_ENV = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_DEF
             "GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE", "GOINSECURE")
 # Variables that name a CA file: the file is lent and the variable points at the lent copy.
 CA_ENV = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
-# Download caches kept between runs (what was fetched, never what was installed): the
+# Download and build caches kept between runs (never what was installed): the
 # container's installed state is fresh every time.
 DOWNLOAD_CACHES = {"apt-archives": "/var/cache/apt/archives", "pip": "/root/.cache/pip",
-                   "go-mod": "/root/go/pkg/mod"}
+                   "go-mod": "/root/go/pkg/mod", "go-build": "/root/.cache/go-build"}
 # The package the negative check takes away, and what the check must then name.
 REMOVED_PACKAGE = "openssh-server"
 
