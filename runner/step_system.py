@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cephscope.runner.window_rates import SeriesRate, series_rates
+from cephscope.runner.window_rates import SeriesRate, raw_points, series_rates
 
 # Percentiles taken from the OSD latency histograms (labels as in fio's: "50", "99", "99.9").
 OSD_PERCENTILES = ("50", "99", "99.9")
@@ -200,16 +200,14 @@ class SystemFigures:
         return totals
 
 
-def _points(series: Mapping[str, Any]) -> list[tuple[float, float]]:
-    points = []
-    for point in series.get("values", []) or []:
-        try:
-            stamp, value = float(point[0]), float(point[1])
-        except (TypeError, ValueError, IndexError):
-            continue
-        if math.isfinite(value):
-            points.append((stamp, value))
-    return points
+def _note_busiest_disk(figures: SystemFigures) -> None:
+    """The step's disk figures are its busiest device's (by utilisation)."""
+    busiest = max((d for d in figures.devices if d.util_ratio is not None),
+                  key=lambda d: d.util_ratio or 0.0, default=None)
+    if busiest is not None:
+        figures.disk_util_ratio, figures.disk_device = busiest.util_ratio, busiest.device
+        figures.disk_host = busiest.host
+        figures.disk_await_seconds, figures.disk_iops = busiest.await_seconds, busiest.iops
 
 
 def series_means(entry: Mapping[str, Any], window: Window | None = None
@@ -218,7 +216,7 @@ def series_means(entry: Mapping[str, Any], window: Window | None = None
     inside `window` (start, end) when given and any fall inside it, else over all points."""
     out = []
     for series in entry.get("result", []) or []:
-        points = _points(series)
+        points = raw_points(series)
         inside = [v for t, v in points if window and window[0] <= t <= window[1]]
         values = inside or [v for _t, v in points]
         if values:
@@ -302,7 +300,7 @@ def osd_histogram_deltas(entry: Mapping[str, Any], window: Window | None,
         if ops is not None and metric.get("op") not in ops:
             continue
         le = _le(metric.get("le"))
-        increase = counter_increase(_points(series), window, settle_seconds)
+        increase = counter_increase(raw_points(series), window, settle_seconds)
         if le is None or increase is None:
             continue
         per_daemon = deltas.setdefault(metric.get("ceph_daemon", "?"), {})
@@ -377,12 +375,7 @@ def summarize_system(prometheus: Mapping[str, Any] | None,
         figures.devices.append(DeviceFigures(key[0], key[1], iops, awaits.get(key), util.get(key),
                                              read_bytes.get(key), write_bytes.get(key),
                                              topology.osds_of(*key)))
-    busiest = max((d for d in figures.devices if d.util_ratio is not None),
-                  key=lambda d: d.util_ratio or 0.0, default=None)
-    if busiest is not None:
-        figures.disk_util_ratio, figures.disk_device = busiest.util_ratio, busiest.device
-        figures.disk_host = busiest.host
-        figures.disk_await_seconds, figures.disk_iops = busiest.await_seconds, busiest.iops
+    _note_busiest_disk(figures)
 
     rx, tx = by_host_device("nic_receive_bytes_per_second"), by_host_device(
         "nic_transmit_bytes_per_second")
@@ -502,12 +495,7 @@ def _apply_counters(figures: SystemFigures, counters: Mapping[str, Any], window:
         figures.devices.append(DeviceFigures(key[0], key[1], iops, await_seconds,
                                              per_second(util, key), per_second(rbytes, key),
                                              per_second(wbytes, key), topology.osds_of(*key)))
-    busiest = max((d for d in figures.devices if d.util_ratio is not None),
-                  key=lambda d: d.util_ratio or 0.0, default=None)
-    if busiest is not None:
-        figures.disk_util_ratio, figures.disk_device = busiest.util_ratio, busiest.device
-        figures.disk_host = busiest.host
-        figures.disk_await_seconds, figures.disk_iops = busiest.await_seconds, busiest.iops
+    _note_busiest_disk(figures)
 
     rx, tx = by_device("nic_receive_bytes", nic=True), by_device("nic_transmit_bytes", nic=True)
     for key in sorted(set(rx) | set(tx)):

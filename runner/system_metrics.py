@@ -165,21 +165,26 @@ def pull_step_window(prometheus_url: str, start: float, end: float,
         # a raw counter's value read at t is the last scrape before t: one interval more
         # holds the scrape that saw the window's end
         until = end + (scrape_interval or 0.0) if name in CUMULATIVE_QUERIES else end
-        try:
-            resp = requests.get(f"{prometheus_url.rstrip('/')}/api/v1/query_range",
-                                params={"query": query, "start": f"{start:.3f}",
-                                        "end": f"{until:.3f}", "step": f"{step_seconds:g}"},
-                                timeout=timeout_seconds)
-            body = resp.json()
-            if body.get("status") == "success":
-                entry["result"] = body["data"]["result"]
-            else:
-                entry["error"] = body.get("error", f"HTTP {resp.status_code}")
-        except (requests.RequestException, ValueError, KeyError) as exc:
-            entry["error"] = str(exc)
+        entry.update(_api_get(prometheus_url, "query_range",
+                              {"query": query, "start": f"{start:.3f}", "end": f"{until:.3f}",
+                               "step": f"{step_seconds:g}"}, timeout_seconds))
         out["queries"][name] = entry
     out["counters"] = pull_counters(prometheus_url, start, end, timeout_seconds)
     return out
+
+
+def _api_get(prometheus_url: str, endpoint: str, params: Mapping[str, str],
+             timeout_seconds: float) -> dict[str, Any]:
+    """{"result": …} from a Prometheus query API, or {"error": why}; never raises."""
+    try:
+        resp = requests.get(f"{prometheus_url.rstrip('/')}/api/v1/{endpoint}", params=params,
+                            timeout=timeout_seconds)
+        body = resp.json()
+        if body.get("status") == "success":
+            return {"result": body["data"]["result"]}
+        return {"error": body.get("error", f"HTTP {resp.status_code}")}
+    except (requests.RequestException, ValueError, KeyError) as exc:
+        return {"error": str(exc)}
 
 
 def pull_counters(prometheus_url: str, start: float, end: float,
@@ -191,16 +196,7 @@ def pull_counters(prometheus_url: str, start: float, end: float,
     for name, selector in COUNTER_SERIES.items():
         query = f"{selector}[{span_ms}ms]"
         entry: dict[str, Any] = {"query": query}
-        try:
-            resp = requests.get(f"{prometheus_url.rstrip('/')}/api/v1/query",
-                                params={"query": query, "time": f"{end:.3f}"},
-                                timeout=timeout_seconds)
-            body = resp.json()
-            if body.get("status") == "success":
-                entry["result"] = body["data"]["result"]
-            else:
-                entry["error"] = body.get("error", f"HTTP {resp.status_code}")
-        except (requests.RequestException, ValueError, KeyError) as exc:
-            entry["error"] = str(exc)
+        entry.update(_api_get(prometheus_url, "query", {"query": query, "time": f"{end:.3f}"},
+                              timeout_seconds))
         counters[name] = entry
     return counters
