@@ -62,6 +62,7 @@ COMMANDS: tuple[HostCommand, ...] = (
     HostCommand("mmdebstrap", "mmdebstrap", "release root filesystems, container base images"),
     HostCommand("podman", "podman", "fresh-install check, the exporter's image"),
     HostCommand("runc", "runc", "podman's runtime (crun refuses hybrid cgroups)"),
+    HostCommand("podman-compose", "podman-compose", "docker-compose.yml run in the tests"),
     HostCommand("git", "git", "fresh-install check (the tracked files)"),
     # test-only clients
     HostCommand("curl", "curl", "TLS tests"),
