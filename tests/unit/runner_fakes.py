@@ -89,8 +89,14 @@ class FakeCluster:
         self.stopped: set[int] = set()  # OSDs whose process is not running (down)
         self.restart_error: str | None = None  # the restart method fails with this
         self.pools: dict[str, dict[str, Any]] = {}
+        self.limited_to: float | None = None
 
     # the CephCli surface the manager uses
+    def limit_to(self, seconds: float | None) -> None:
+        """CephCli's shared deadline of the restore; recorded, not enforced (the fake always
+        answers)."""
+        self.limited_to = seconds
+
     def command(self, prefix: str, timeout: float | None = None, **args: Any) -> Any:
         self.commands.append((prefix, args))
         if prefix == "config help":
