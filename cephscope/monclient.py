@@ -123,17 +123,18 @@ def connect(conffile: str, name: str = "client.admin", keyring: str | None = Non
         conf["keyring"] = str(keyring)
     cluster = rados.Rados(conffile=str(conffile), name=name, conf=conf)
     what = f"connecting to the cluster of {conffile} ({mon_address(cluster)}) as {name}"
-    try:
-        bounded_call(lambda: cluster.connect(timeout=int(whole_seconds(timeout_seconds))),
-                     timeout_seconds + CALL_GRACE_SECONDS, what)
-    except MonTimeout:
-        raise
-    except Exception as exc:  # rados raises its own hierarchy (and OSError/TypeError)
-        if type(exc).__name__ == "TimedOut":  # rados.TimedOut: no mon answered the mount
-            raise MonTimeout(f"{what} timed out after {whole_seconds(timeout_seconds)} s: no "
-                             f"mon answered") from exc
-        raise MonCommandError(f"cannot connect to the cluster of {conffile} as {name}: "
-                              f"{exc}") from exc
+
+    def call() -> None:
+        try:
+            cluster.connect(timeout=int(whole_seconds(timeout_seconds)))
+        except Exception as exc:  # rados raises its own hierarchy (and OSError/TypeError)
+            if type(exc).__name__ == "TimedOut":  # rados.TimedOut: no mon answered the mount
+                raise MonTimeout(f"{what} timed out after {whole_seconds(timeout_seconds)} s: "
+                                 f"no mon answered") from exc
+            raise MonCommandError(f"cannot connect to the cluster of {conffile} as {name}: "
+                                  f"{exc}") from exc
+
+    bounded_call(call, timeout_seconds + CALL_GRACE_SECONDS, what)
     return cluster
 
 
@@ -147,21 +148,28 @@ def decode_json(command: str, out: str | bytes) -> Any:
         raise MonCommandError(f"`ceph {command}` returned invalid JSON: {out[:80]!r}") from exc
 
 
-def mon_command(cluster: Any, prefix: str, timeout_seconds: float, **args: Any) -> Any:
+def mon_command(cluster: Any, prefix: str, timeout_seconds: float,
+                grace_seconds: float = CALL_GRACE_SECONDS, **args: Any) -> Any:
     """One mon command through a connected handle; the JSON reply (None when empty). Bounded:
     the handle's `rados_mon_op_timeout` ends it with ETIMEDOUT, and the caller stops waiting
-    `CALL_GRACE_SECONDS` after `timeout_seconds` whatever the handle does; both raise
+    `grace_seconds` after `timeout_seconds` whatever the handle does; both raise
     MonTimeout naming the command and the mons."""
     cmd = {"prefix": prefix, "format": "json", **args}
+
+    def call() -> tuple[int, bytes, str]:
+        try:
+            return cluster.mon_command(json.dumps(cmd), b"",
+                                       timeout=int(whole_seconds(timeout_seconds)))
+        except MonCommandError:
+            raise
+        except Exception as exc:  # rados.Error and friends: one message naming the command
+            raise MonCallError(f"`ceph {prefix}` failed: {exc}") from exc
+
     try:
-        ret, outb, outs = bounded_call(
-            lambda: cluster.mon_command(json.dumps(cmd), b"",
-                                        timeout=int(whole_seconds(timeout_seconds))),
-            timeout_seconds + CALL_GRACE_SECONDS, f"`ceph {prefix}`")
-    except MonTimeout as exc:
+        ret, outb, outs = bounded_call(call, timeout_seconds + grace_seconds,
+                                       f"`ceph {prefix}`")
+    except MonTimeout as exc:  # ours, or the relay's: say which mons did not answer
         raise MonTimeout(f"{exc}: no mon answered at {mon_address(cluster)}") from exc
-    except Exception as exc:  # rados.Error and friends: one message naming the command
-        raise MonCallError(f"`ceph {prefix}` failed: {exc}") from exc
     if ret == -errno.ETIMEDOUT:
         raise MonTimeout(f"`ceph {prefix}` timed out after {whole_seconds(timeout_seconds)} s: "
                          f"no mon answered at {mon_address(cluster)}")

@@ -75,12 +75,15 @@ class CephCli:
     def __init__(self, conf_path: Path | str, client_name: str = "client.admin",
                  keyring_path: Path | str | None = None, ceph_bin: str = "ceph",
                  timeout_seconds: float = DEFAULT_CLUSTER_TIMEOUT_SECONDS,
-                 tool_prefix: Sequence[str] = ()) -> None:
+                 tool_prefix: Sequence[str] = (),
+                 grace_seconds: float = CALL_GRACE_SECONDS) -> None:
         self.conf_path = Path(conf_path)
         self.client_name = client_name
         self.keyring_path = Path(keyring_path) if keyring_path else None
         self.ceph_bin = ceph_bin
         self.timeout_seconds = timeout_seconds
+        # beyond a call's timeout, how long we wait for librados' own ETIMEDOUT
+        self.grace_seconds = grace_seconds
         self.tool_prefix = tuple(tool_prefix)
         self._rados: Any = None
         self._lock = threading.Lock()
@@ -99,7 +102,7 @@ class CephCli:
         bound = max(timeout or 0.0, self.timeout_seconds)
         if self._deadline is not None:
             left = self._deadline - time.monotonic()
-            if left < 1.0:
+            if left <= 0:
                 raise CephError(f"{what}: not tried, the time given to it is used up")
             bound = min(bound, left)
         return bound
@@ -128,7 +131,7 @@ class CephCli:
         timeout)."""
         bound = self._bound(f"`ceph {prefix}`")
         try:
-            return mon_command(self._cluster(), prefix, bound, **args)
+            return mon_command(self._cluster(), prefix, bound, self.grace_seconds, **args)
         except MonTimeout as exc:
             raise ClusterLost(str(exc)) from exc
         except MonCommandError as exc:
@@ -165,7 +168,7 @@ class CephCli:
         if rados is not None:
             # a shutdown that hangs is left to the abandoned call's own timeout (or the exit)
             with contextlib.suppress(MonTimeout):
-                bounded_call(rados.shutdown, CALL_GRACE_SECONDS, "closing the cluster handle")
+                bounded_call(rados.shutdown, self.grace_seconds, "closing the cluster handle")
 
     # ---- the ceph CLI --------------------------------------------------------------------------
 
@@ -187,7 +190,7 @@ class CephCli:
     def run(self, *args: str, timeout: float | None = None) -> str:
         argv = self.argv(*args)
         # the CLI's own --connect-timeout ends it first; this only if it hangs past that
-        bound = self._bound(f"`ceph {' '.join(args)}`", timeout) + CALL_GRACE_SECONDS
+        bound = self._bound(f"`ceph {' '.join(args)}`", timeout) + self.grace_seconds
         try:
             # subprocess.run waits in Python (poll + sleep slices): signals are taken
             proc = subprocess.run(argv, capture_output=True, text=True, check=False,

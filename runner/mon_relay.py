@@ -83,11 +83,13 @@ class RelayedRados:
     a release's root filesystem). Thread-safe: one request at a time."""
 
     def __init__(self, prefix: Sequence[str], conffile: str, name: str, keyring: str | None,
-                 timeout_seconds: float = 15.0, python: str = "python3") -> None:
+                 timeout_seconds: float = 15.0, python: str = "python3",
+                 reply_grace_seconds: float = REPLY_GRACE_SECONDS) -> None:
         self.prefix = tuple(prefix)
         # the relay's handle is bounded like the runner's own: its mon ops end with ETIMEDOUT
         self.argv = [*self.prefix, python, "-c", relay_source(), conffile, name, keyring or "",
                      str(max(int(timeout_seconds), 1)), json.dumps(client_conf(timeout_seconds))]
+        self.reply_grace_seconds = reply_grace_seconds
         self._lock = threading.Lock()
         # stderr to a file, not a pipe: librados may log a lot, and nobody drains a pipe
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed in shutdown)
@@ -99,7 +101,7 @@ class RelayedRados:
             raise MonCommandError(f"cannot start the mon relay ({self.argv[0]}): "
                                   f"{exc.strerror}") from exc
         try:
-            ready = self._read(timeout_seconds + REPLY_GRACE_SECONDS)
+            ready = self._read(timeout_seconds + reply_grace_seconds)
         except MonCommandError as exc:
             self.shutdown()
             # a relay that never answered keeps its type: no mon answered the mount
@@ -159,7 +161,7 @@ class RelayedRados:
                 self._proc.stdin.flush()
             except OSError as exc:
                 raise MonCallError(f"the mon relay is gone: {exc}") from exc
-            reply = self._read(timeout + REPLY_GRACE_SECONDS)
+            reply = self._read(timeout + self.reply_grace_seconds)
         if "error" in reply:
             raise MonCallError(str(reply["error"]))
         return int(reply["ret"]), str(reply["outb"]).encode("latin-1"), str(reply["outs"])

@@ -102,8 +102,8 @@ DEFAULT_CONF = "/etc/ceph/ceph.conf"
 DEFAULT_POOL = "cephscope-bench"
 DEFAULT_RBD_POOL = "rbd"
 # How long the restore after SIGINT/SIGTERM may take (with the worker's grace and the exit,
-# the run ends within 30 s of the signal).
-DEFAULT_RESTORE_TIMEOUT_SECONDS = 20.0
+# the run ends within 25 s of the signal).
+DEFAULT_RESTORE_TIMEOUT_SECONDS = 15.0
 # Beyond its deadline, the restore worker's last call is given this long to return.
 RESTORE_GRACE_SECONDS = 5.0
 # One dev cluster rebuilt on another release (down, up, HEALTH_OK, pools), measured here.
@@ -163,6 +163,8 @@ class SweepOptions:
     # the restore after a signal gives up after this long (what it did not restore is said and
     # left in the run dir for --resume)
     restore_timeout_seconds: float = DEFAULT_RESTORE_TIMEOUT_SECONDS
+    # beyond that, how long the restore's last call is given to return (tests shorten it)
+    restore_grace_seconds: float = RESTORE_GRACE_SECONDS
     tty: bool | None = None
     clients: tuple[str, ...] | None = None  # overrides the spec's cluster.clients
     ssh: SshSettings = field(default_factory=SshSettings)
@@ -576,7 +578,7 @@ class Sweep:
         def limit(seconds: float) -> float:
             if self.cli is not None:
                 self.cli.limit_to(seconds)
-            return time.monotonic() + seconds + RESTORE_GRACE_SECONDS
+            return time.monotonic() + seconds + self.opts.restore_grace_seconds
 
         deadline = limit(budget) if budget is not None else None
         worker = threading.Thread(target=work, name="restore", daemon=True)
@@ -651,7 +653,8 @@ class Sweep:
                 self.log("restored the pre-sweep host settings "
                          f"({', '.join(sorted({e['setting'] for e in self.knob_snapshot}))})")
             problems += knob_problems
-        if self.touched_cluster and self.pools is not None and not self.opts.keep_pools:
+        if self.touched_cluster and self.pools is not None and not self.opts.keep_pools \
+                and (self.pools.created or self.pools.erasure_profiles_created):
             problems += self._restored("pools", self.pools.remove_created)
         pending = self.run_dir.read_state().get("recovery_osds") or []
         if self.touched_cluster and pending and self.cli is not None:
