@@ -140,8 +140,15 @@ def pull_step_window(prometheus_url: str, start: float, end: float,
     out: dict[str, Any] = {"start": start, "end": end, "step_seconds": step_seconds,
                            "rate_window": rate_window, "scrape_interval_seconds": scrape_interval,
                            "warnings": warnings, "queries": {}}
+    # a Prometheus that did not answer one query is not asked the rest (each would wait its
+    # own timeout: minutes for a step window when it stopped answering)
+    unreachable: str | None = None
     for name, query in render_queries(rate_window).items():
         entry: dict[str, Any] = {"query": query}
+        if unreachable is not None:
+            entry["error"] = f"not asked: {unreachable}"
+            out["queries"][name] = entry
+            continue
         # a raw counter's value read at t is the last scrape before t: one interval more
         # holds the scrape that saw the window's end
         until = end + (scrape_interval or 0.0) if name in CUMULATIVE_QUERIES else end
@@ -155,6 +162,9 @@ def pull_step_window(prometheus_url: str, start: float, end: float,
                 entry["result"] = body["data"]["result"]
             else:
                 entry["error"] = body.get("error", f"HTTP {resp.status_code}")
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            entry["error"] = str(exc)
+            unreachable = f"Prometheus at {prometheus_url} did not answer {name}: {exc}"
         except (requests.RequestException, ValueError, KeyError) as exc:
             entry["error"] = str(exc)
         out["queries"][name] = entry

@@ -364,3 +364,32 @@ def test_a_second_signal_stops_the_restore_at_once(tmp_path: Path) -> None:
     assert took < 10.0  # the benchmarks take ~0 s; the restore would hang 30 s per call
     assert RunDir(tmp_path / "run").read_state()["unrestored"]
     CountingBench.runs = []
+
+
+# ---- a Prometheus that stops answering ----------------------------------------------------
+
+
+def test_pulling_a_step_window_from_a_silent_prometheus_gives_up_after_one_timeout() -> None:
+    """A Prometheus that accepts connections and never answers (hung, or its host gone
+    behind a proxy): one query's timeout, not one per query."""
+    import socket
+
+    from cephscope.runner.system_metrics import pull_step_window
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)  # the kernel accepts; nobody reads or answers
+    url = f"http://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        results: list[dict[str, Any]] = []
+        took, exc = elapsed(lambda: results.append(
+            pull_step_window(url, 1000.0, 1060.0, timeout_seconds=0.5, scrape_interval=15.0)))
+    finally:
+        server.close()
+    assert exc is None, exc
+    queries = results[0]["queries"]
+    assert len(queries) > 3
+    assert took < 1.5, took
+    errors = [q["error"] for q in queries.values()]
+    assert "timed out" in errors[0].lower()
+    assert all(e.startswith(f"not asked: Prometheus at {url} did not answer") for e in errors[1:])
