@@ -188,14 +188,20 @@ def test_mon_gone_for_good_the_sweep_ends_by_itself_naming_the_mon(cluster: DevC
     assert "noscrub" not in flags and "nodeep-scrub" not in flags
 
 
-def test_sigterm_while_the_mon_is_gone_ends_the_sweep_within_30s(cluster: DevCluster,
-                                                                 tmp_path: Path) -> None:
+# seconds from the mon's kill to SIGTERM: inside the benchmark; after it, while its cleanup
+# and then the next call wait on the mons
+SIGTERM_DELAYS = {"in_benchmark": 1.0, "waiting_on_mons": BENCH_SECONDS + 4.0}
+
+
+@pytest.mark.parametrize("moment", list(SIGTERM_DELAYS))
+def test_sigterm_while_the_mon_is_gone_ends_the_sweep_within_30s(
+        cluster: DevCluster, tmp_path: Path, moment: str) -> None:
     # the default cluster timeout: a call no mon answers would wait a minute
     sweep = Sweep(cluster, tmp_path)
     try:
         wait_for_benchmark(cluster, sweep)
         killed = kill_mon(cluster)
-        time.sleep(BENCH_SECONDS + 4)  # the benchmark is over; its cleanup waits on the mons
+        time.sleep(SIGTERM_DELAYS[moment])
         sweep.proc.send_signal(signal.SIGTERM)
         rc, took = sweep.wait(60)
         out = sweep.output
@@ -205,7 +211,7 @@ def test_sigterm_while_the_mon_is_gone_ends_the_sweep_within_30s(cluster: DevClu
         assert "error: left unrestored: " in out and "OSD flags" in out, out
         assert (sweep.results / "run.json").exists()
         print(f"\nlive lost cluster: SIGTERM {time.monotonic() - killed - took:.1f}s after "
-              f"the mon kill -> exit in {took:.1f}s")
+              f"the mon kill ({moment}) -> exit in {took:.1f}s")
     finally:
         if sweep.proc.poll() is None:
             sweep.proc.kill()
