@@ -23,7 +23,7 @@ lint: setup
 
 test: setup
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -p no:cacheprovider -ra tests
+	$(PY) -m pytest -p no:cacheprovider -ra --durations=25 tests
 
 test-unit: setup
 	$(PY) -m pytest -p no:cacheprovider -ra -m "not live" tests

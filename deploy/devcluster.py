@@ -25,12 +25,13 @@ import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cephscope import host_commands
 from cephscope.deploy.devconf import ConfNetwork, render_conf
 from cephscope.deploy.hostdaemons import HostDaemons, ssh_reachable
 from cephscope.deploy.hosts import (
@@ -58,17 +59,14 @@ MGR_ID = "x"
 # ms_bind_port_min/max are base + these; the mon sits on the base port itself.
 MSGR_PORT_OFFSET = 10
 MSGR_PORT_SPAN = 90
-REQUIRED_BINARIES = {
-    "ceph-mon": "ceph-mon",
-    "ceph-mgr": "ceph-mgr",
-    "ceph-osd": "ceph-osd",
-    "ceph": "ceph-common",
-    "ceph-authtool": "ceph-common",
-    "monmaptool": "ceph-base",
-    "rbd": "ceph-common",
-    "rados": "ceph-common",
-    "losetup": "mount",
-}
+# The programs the dev cluster runs (their packages: cephscope.host_commands).
+REQUIRED_BINARIES = ("ceph-mon", "ceph-mgr", "ceph-osd", "ceph", "ceph-authtool", "monmaptool", "rbd",
+                     "rados", "losetup")
+# Run on this machine whatever release the daemons are (a release root holds only Ceph).
+HOST_TOOLS = ("losetup",)
+# Namespace hosts: made with ip/unshare, entered with nsenter, reached over SSH like real hosts.
+MULTI_HOST_TOOLS = ("ip", "unshare", "umount", "nsenter", "sshd", "ssh", "ssh-keygen",
+                    "prometheus-node-exporter")
 
 
 class DevClusterError(RuntimeError):
@@ -334,23 +332,23 @@ class DevCluster:
     # ---- preflight -------------------------------------------------------------------------
 
     def _check_binaries(self) -> None:
+        ceph_tools = [b for b in REQUIRED_BINARIES if b not in HOST_TOOLS]
+        host_tools = [*HOST_TOOLS, *(MULTI_HOST_TOOLS if self.multi_host else ())]
         if self.release.root is not None:
             root = self.release.root
-            absent = sorted(
-                binary
-                for binary in REQUIRED_BINARIES
-                if binary != "losetup"
-                and not any((root / d / binary).exists() for d in ("usr/bin", "usr/sbin"))
+            absent_in_root = sorted(
+                binary for binary in ceph_tools
+                if not any((root / d / binary).exists() for d in ("usr/bin", "usr/sbin"))
             )
-            if absent:
-                raise DevClusterError(f"release root {root} lacks {' '.join(absent)}; rebuild it")
-            if not shutil.which("losetup"):
-                raise DevClusterError("missing Debian package: mount (losetup)")
-            return
-        missing = sorted({pkg for binary, pkg in REQUIRED_BINARIES.items() if not shutil.which(binary)})
-        if missing:
+            if absent_in_root:
+                raise DevClusterError(f"release root {root} lacks {' '.join(absent_in_root)}; rebuild it")
+            wanted = host_tools
+        else:
+            wanted = [*ceph_tools, *host_tools]
+        absent = host_commands.missing(wanted)
+        if absent:
             raise DevClusterError(
-                "missing Debian packages: " + " ".join(missing) + " (run `make setup` as root)"
+                host_commands.missing_packages_message(absent) + " (run `make setup` as root)"
             )
 
     def _check_ports(self) -> None:
@@ -403,14 +401,17 @@ class DevCluster:
     def running_daemons(self) -> dict[str, int]:
         return {name: pid for name in self._daemon_names() if (pid := self._daemon_pid(name))}
 
-    def _start_daemon(self, kind: str, ident: str) -> None:
+    def _start_daemon(self, kind: str, ident: str, env: Mapping[str, str] | None = None) -> None:
         binary = {"mon": "ceph-mon", "mgr": "ceph-mgr", "osd": "ceph-osd"}[kind]
+        # `env K=V … binary`: the environment reaches the daemon wherever placement runs it
+        # (a namespace, a release root), without a shell
+        with_env = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
         # The daemons fork into the background themselves and write their pid files.
         for attempt in range(3):
             try:
                 self._run_on(
                     self.host_of(f"{kind}.{ident}"),
-                    [binary, "-c", str(self.conf_path), "-i", ident,
+                    [*with_env, binary, "-c", str(self.conf_path), "-i", ident,
                      *(self._osd_release_args() if kind == "osd" else [])],
                     timeout=120,
                 )
@@ -826,10 +827,12 @@ class DevCluster:
     # ---- restart ---------------------------------------------------------------------------
 
     def restart_osds(self, ids: Iterable[int], timeout: float = 120,
-                     on_stopped: Callable[[], None] | None = None) -> float:
+                     on_stopped: Callable[[], None] | None = None,
+                     env: Mapping[str, str] | None = None) -> float:
         """Restart OSDs in parallel (one that is not running is started); return when they are
         up again (seconds taken). All are stopped before any starts: `on_stopped` is called
-        in between."""
+        in between. `env`: extra environment for the started daemons (a test makes an OSD
+        look containerised, e.g. NODE_NAME; the next restart without it undoes that)."""
         ids = list(ids)
         known = set(self.osd_ids())
         unknown = [i for i in ids if i not in known]
@@ -840,7 +843,7 @@ class DevCluster:
             list(pool.map(lambda i: self._stop_daemon(f"osd.{i}"), ids))
             if on_stopped is not None:
                 on_stopped()
-            list(pool.map(lambda i: self._start_daemon("osd", str(i)), ids))
+            list(pool.map(lambda i: self._start_daemon("osd", str(i), env), ids))
         # The mon marks a restarted OSD up only after it has booted again.
         self._wait_osds_up(ids, timeout=timeout)
         self._wait_asok(ids, timeout=timeout)

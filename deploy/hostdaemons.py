@@ -8,13 +8,23 @@ cluster writes what a real cluster's user writes by hand:
     ssh/id_ed25519          the client key, authorized on every host
     targets/exporter.json   Prometheus file_sd targets (label `host`), one per host
     targets/node.json       the same for node_exporter
+
+Whoever can write the client key's authorized_keys logs in to every host as root, so: the ssh
+dir must be a directory of this user with mode 0700 (one another user made first, or one
+group/world-writable, is refused, never reused), and sshd keeps ``StrictModes`` on. sshd then
+refuses an authorized_keys file below a group/world-writable directory -- the state dir often
+sits under /tmp -- so the copy sshd reads lives in a private directory under /run (root's,
+0700, per state dir), removed when the host services stop.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import shutil
+import stat
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +39,9 @@ SSH_PORT = 22
 EXPORTER_PORT = 9967
 NODE_EXPORTER_PORT = 9100
 NODE_EXPORTER = "prometheus-node-exporter"
+# Parent of each cluster's authorized_keys dir: every directory above it is root's and not
+# group/world-writable, as sshd's StrictModes requires.
+AUTHORIZED_KEYS_ROOT = Path("/run/cephscope-sshd")
 
 
 class HostDaemonError(RuntimeError):
@@ -39,8 +52,10 @@ class HostDaemons:
     """sshd, exporter and node_exporter of every host in `plan`; state under `state_dir`."""
 
     def __init__(self, state_dir: Path, plan: HostPlan, conf_path: Path,
-                 asok_dir_of: Any, log: Any = None) -> None:
+                 asok_dir_of: Any, log: Any = None,
+                 keys_root: Path = AUTHORIZED_KEYS_ROOT) -> None:
         self.state_dir = state_dir
+        self.keys_root = keys_root
         self.plan = plan
         self.conf_path = conf_path
         self.asok_dir_of = asok_dir_of  # NsHost name -> admin socket dir of that host
@@ -65,6 +80,12 @@ class HostDaemons:
         return self.ssh_dir / "known_hosts"
 
     @property
+    def authorized_keys(self) -> Path:
+        """What sshd reads: one dir per state dir (two clusters may run side by side)."""
+        tag = hashlib.sha256(str(self.state_dir.resolve()).encode()).hexdigest()[:16]
+        return self.keys_root / tag / "authorized_keys"
+
+    @property
     def targets_dir(self) -> Path:
         return self.state_dir / "targets"
 
@@ -84,11 +105,14 @@ class HostDaemons:
 
     def write_ssh_files(self) -> None:
         """Client key, per-host host keys and sshd configs, ssh_config and known_hosts."""
-        self.ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.ssh_dir.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.ssh_dir)
         if not self.identity.exists():
             _keygen(self.identity, "cephscope dev cluster client")
-        authorized = self.ssh_dir / "authorized_keys"
-        authorized.write_text(self.identity.with_suffix(".pub").read_text())
+        private_dir(self.keys_root)
+        private_dir(self.authorized_keys.parent)
+        authorized = self.authorized_keys
+        _write_owner_only(authorized, self.identity.with_suffix(".pub").read_text())
         known: list[str] = []
         config: list[str] = [
             f"# Written by `cephscope devcluster`: how to reach its hosts (ssh -F {self.ssh_config}).",
@@ -111,8 +135,6 @@ class HostDaemons:
                 "PasswordAuthentication no\n"
                 "KbdInteractiveAuthentication no\n"
                 "UsePAM no\n"
-                # the state dir may sit under a world-writable /tmp
-                "StrictModes no\n"
                 "PrintMotd no\n"
                 "X11Forwarding no\n"
                 "AllowTcpForwarding no\n"
@@ -210,6 +232,8 @@ class HostDaemons:
         for host in self.plan.hosts:
             for service in self.services_of(host):
                 self.pid_file(host, service).unlink(missing_ok=True)
+        # No sshd of ours reads it any more; `up` writes it again.
+        shutil.rmtree(self.authorized_keys.parent, ignore_errors=True)
         return stopped
 
     def write_targets(self) -> dict[str, Path]:
@@ -228,6 +252,29 @@ class HostDaemons:
             tmp.replace(path)
             files[job] = path
         return files
+
+
+def private_dir(path: Path) -> None:
+    """Make ``path`` a directory of this user with mode 0700, or refuse an existing one that
+    is not: a symlink, another user's, or open to group/others (it may hold planted keys)."""
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    st = path.lstat()
+    if not stat.S_ISDIR(st.st_mode):
+        raise HostDaemonError(f"{path} is not a directory (a symlink?); remove it")
+    if st.st_uid != os.geteuid():
+        raise HostDaemonError(f"{path} belongs to uid {st.st_uid}, not to this user "
+                              f"({os.geteuid()}): someone else made it; remove it")
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        raise HostDaemonError(f"{path} has mode {stat.S_IMODE(st.st_mode):04o}, open to other "
+                              "users: its keys cannot be trusted; remove it")
+
+
+def _write_owner_only(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(fd, 0o600)
+        f.write(text)
 
 
 def _keygen(path: Path, comment: str) -> None:

@@ -7,16 +7,19 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${CEPHSCOPE_VENV:-$repo_root/.venv}"
 
+# Every package of a program the project or its tests run (cephscope/host_commands.py names
+# them; tests/unit/test_host_commands.py holds this list to that table).
 debian_packages=(
-    ceph-mon ceph-mgr ceph-osd ceph-common python3-rados python3-rbd
+    ceph-mon ceph-mgr ceph-osd ceph-common ceph-base python3-rados python3-rbd
     prometheus prometheus-alertmanager prometheus-node-exporter
-    fio python3-venv util-linux mount iproute2 procps curl openssl
+    fio python3 python3-venv coreutils grep dash util-linux mount iproute2 procps curl openssl
     # namespace hosts of the multi-host dev cluster are reached over SSH like real hosts
     openssh-server openssh-client
     # a container engine: the fresh-install check and the exporter's image
-    podman runc
-    # headless browser: the report test opens report.html in it
-    chromium
+    podman runc git
+    # headless browser: the report tests open report.html in it (Selenium drives it through
+    # chromium-driver)
+    chromium chromium-driver
     mmdebstrap  # root filesystems of other Ceph releases (deploy/rootfs.py)
 )
 

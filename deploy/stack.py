@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from cephscope import host_commands
 from cephscope.deploy import rootfs
 from cephscope.deploy.placement import Release, release_command
 from cephscope.deploy.procs import exporter_binary, pid_from_file, port_is_free, terminate
@@ -50,6 +51,14 @@ class StackError(RuntimeError):
     """Something the user must fix; the message is one clear line."""
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by this user only (0600), whatever the umask."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(fd, 0o600)  # O_CREAT keeps the mode of a file that already exists
+        f.write(text)
+
+
 def default_state_dir() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "cephscope" / "stack"
@@ -59,28 +68,21 @@ def default_state_dir() -> Path:
 class Component:
     name: str
     binary: str
-    package: str
     port_offset: int
     ready_path: str
 
+    @property
+    def package(self) -> str:
+        if self.binary == "cephscope-exporter":
+            return "cephscope (make setup)"
+        return host_commands.package_of(self.binary)
+
 
 COMPONENTS = (
-    Component("prometheus", "prometheus", "prometheus", PROMETHEUS_OFFSET, "/-/ready"),
-    Component(
-        "alertmanager",
-        "prometheus-alertmanager",
-        "prometheus-alertmanager",
-        ALERTMANAGER_OFFSET,
-        "/-/ready",
-    ),
-    Component(
-        "node_exporter",
-        "prometheus-node-exporter",
-        "prometheus-node-exporter",
-        NODE_EXPORTER_OFFSET,
-        "/metrics",
-    ),
-    Component("exporter", "cephscope-exporter", "cephscope (make setup)", EXPORTER_OFFSET, "/metrics"),
+    Component("prometheus", "prometheus", PROMETHEUS_OFFSET, "/-/ready"),
+    Component("alertmanager", "prometheus-alertmanager", ALERTMANAGER_OFFSET, "/-/ready"),
+    Component("node_exporter", "prometheus-node-exporter", NODE_EXPORTER_OFFSET, "/metrics"),
+    Component("exporter", "cephscope-exporter", EXPORTER_OFFSET, "/metrics"),
 )
 
 
@@ -330,12 +332,13 @@ class Stack:
         for sub in ("run", "log", "prometheus-data", "alertmanager-data", "textfile"):
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
         (self.state_dir / "stack.json").write_text(json.dumps({"port_base": self.port_base}) + "\n")
-        (self.state_dir / "prometheus.yml").write_text(
-            yaml.safe_dump(self.prometheus_config(), sort_keys=False)
-        )
-        (self.state_dir / "alertmanager.yml").write_text(
-            yaml.safe_dump(self.alertmanager_config(), sort_keys=False)
-        )
+        # Private: prometheus.yml holds the exporter scrape's inline basic_auth password when
+        # the scrape file gives one (password_file stays a path), alertmanager.yml may hold a
+        # webhook URL with a token; the stack's daemons run as this user.
+        write_private(self.state_dir / "prometheus.yml",
+                      yaml.safe_dump(self.prometheus_config(), sort_keys=False))
+        write_private(self.state_dir / "alertmanager.yml",
+                      yaml.safe_dump(self.alertmanager_config(), sort_keys=False))
         try:
             procs = {c.name: self._start(c) for c in self._components()}
             for component in self._components():

@@ -9,6 +9,18 @@ collection, so waiting is cheap) and any more are answered 503 at once (like
 node_exporter's ``--web.max-requests``). A header not complete within ``read_header_timeout`` of the first
 byte (or of the accept) closes the connection.
 
+Open client connections (idle, being read, queued or answered) are capped at
+``max_connections``, lowered at start to what fits in the open-files limit beside the
+scrape's own descriptors (:mod:`~cephscope.exporter.fdlimit`). At the cap, and after an
+accept fails for lack of descriptors (EMFILE, ENFILE, ENOBUFS, ENOMEM), the event loop
+stops watching the listener: new connections wait in the kernel's backlog until a
+connection closes (or, after an error, a back-off of 5 ms doubling to 1 s, like Go's
+``http.Server``) instead of the loop spinning on a listener that stays readable.
+
+A GET or HEAD request with a body (``Content-Length`` other than 0, or any
+``Transfer-Encoding``) is answered 400 and the connection closed: the server never reads
+request bodies, so the body's bytes would otherwise be parsed as a second request.
+
 Scrapes of the telemetry path go through :class:`~cephscope.exporter.scrape.SingleFlight`:
 concurrent scrapers share one collection and one rendered (and gzipped) body, so N
 Prometheus servers cost one.
@@ -34,6 +46,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 
 from cephscope import __version__
+from cephscope.exporter import fdlimit
 from cephscope.exporter.exposition import CONTENT_TYPE, MetricFamily, render
 from cephscope.exporter.scrape import Scraper, SingleFlight
 from cephscope.exporter.webconfig import WebConfig
@@ -41,6 +54,11 @@ from cephscope.exporter.webconfig import WebConfig
 TIMEOUT_HEADER = "X-Prometheus-Scrape-Timeout-Seconds"
 # Longest request header accepted (Go's net/http default is 1 MiB; a scrape needs < 1 KiB).
 MAX_HEADER_BYTES = 16 * 1024
+# accept() errors that mean "no descriptor or buffer now": retrying at once would spin.
+_ACCEPT_RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+# Back-off after such an error: Go's http.Server's (5 ms doubling to 1 s).
+ACCEPT_BACKOFF_MIN = 0.005
+ACCEPT_BACKOFF_MAX = 1.0
 
 log = logging.getLogger("cephscope.exporter")
 
@@ -109,7 +127,8 @@ class HttpSettings:
     read_header_timeout: float = 10.0
     idle_timeout: float = 120.0  # keep-alive connection with no new request
     write_timeout: float = 60.0
-    max_connections: int = 4096  # open connections waiting for a request header
+    # Open client connections; lowered to what fits in RLIMIT_NOFILE (see fdlimit).
+    max_connections: int = 4096
     backlog: int = 1024
 
 
@@ -147,6 +166,7 @@ class _Conn:
     buf: bytearray = field(default_factory=bytearray)
     handshaking: bool = False
     idle: bool = True  # no byte of the next request yet
+    closed: bool = False
 
 
 @dataclass
@@ -210,6 +230,15 @@ class ExporterServer:
         self._in_flight = 0
         self._queued: collections.deque[tuple[_Conn, float]] = collections.deque()
         self._counters = _Counters()
+        # Client sockets accepted and not yet closed (event loop, queue and workers).
+        self._open = 0
+        self.max_connections = fdlimit.connection_limit(
+            self.settings.max_connections, fdlimit.open_files_limit(),
+            fdlimit.open_descriptors(), scraper.settings.max_parallel,
+        )
+        self._listening = False
+        self._accept_backoff = 0.0
+        self._accept_resume_at = 0.0  # monotonic time to retry after an accept error
         self._stop = threading.Event()
         self._stopped = threading.Event()
         self._pool = ThreadPoolExecutor(
@@ -224,12 +253,15 @@ class ExporterServer:
     # ----------------------------------------------------------------- event loop
     def serve_forever(self) -> None:
         sel = self._selector
-        sel.register(self._listener, selectors.EVENT_READ, "listen")
         sel.register(self._wake_r, selectors.EVENT_READ, "wake")
+        self._update_listening()
         next_sweep = 0.0
         try:
             while not self._stop.is_set():
-                for key, _ in sel.select(0.5):
+                timeout = 0.5
+                if not self._listening and self._accept_resume_at:
+                    timeout = min(timeout, max(self._accept_resume_at - time.monotonic(), 0))
+                for key, _ in sel.select(timeout):
                     if key.data == "listen":
                         self._accept()
                     elif key.data == "wake":
@@ -241,6 +273,7 @@ class ExporterServer:
                     next_sweep = now + 0.25
                     for conn in [c for c in self._conns.values() if c.deadline <= now]:
                         self._close(conn)
+                self._update_listening()
         finally:
             for conn in list(self._conns.values()):
                 self._close(conn)
@@ -258,18 +291,44 @@ class ExporterServer:
         for sock in (self._listener, self._wake_r, self._wake_w):
             sock.close()
 
+    def _update_listening(self) -> None:
+        """Watch the listener only while a connection fits and no accept back-off runs."""
+        if self._accept_resume_at and time.monotonic() >= self._accept_resume_at:
+            self._accept_resume_at = 0.0
+        with self._lock:
+            room = self._open < self.max_connections
+        want = room and not self._accept_resume_at
+        if want == self._listening:
+            return
+        if want:
+            self._selector.register(self._listener, selectors.EVENT_READ, "listen")
+        else:
+            self._selector.unregister(self._listener)
+        self._listening = want
+
     def _accept(self) -> None:
         for _ in range(256):  # a burst of connections must not starve the others
+            with self._lock:
+                if self._open >= self.max_connections:
+                    break  # the rest wait in the backlog; the listener is unwatched below
             try:
                 sock, peer = self._listener.accept()
             except (BlockingIOError, InterruptedError):
-                return
-            except OSError as err:  # e.g. EMFILE: leave it in the backlog for later
-                log.warning("accept failed: %s", err)
-                return
-            if len(self._conns) >= self.settings.max_connections:
-                sock.close()
-                continue
+                break
+            except OSError as err:
+                if err.errno not in _ACCEPT_RESOURCE_ERRORS:  # e.g. ECONNABORTED: next one
+                    log.debug("accept failed: %s", err)
+                    continue
+                self._accept_backoff = min(
+                    max(self._accept_backoff * 2, ACCEPT_BACKOFF_MIN), ACCEPT_BACKOFF_MAX
+                )
+                self._accept_resume_at = time.monotonic() + self._accept_backoff
+                log.warning("accept failed: %s; retrying in %.3f s", err.strerror,
+                            self._accept_backoff)
+                break
+            self._accept_backoff = 0.0
+            with self._lock:
+                self._open += 1
             sock.setblocking(False)
             if self.ssl_context is not None:
                 sock = self.ssl_context.wrap_socket(
@@ -280,6 +339,7 @@ class ExporterServer:
                 handshaking=self.ssl_context is not None,
             )
             self._watch(conn)
+        self._update_listening()
 
     def _watch(self, conn: _Conn, events: int = selectors.EVENT_READ) -> None:
         self._conns[conn.sock.fileno()] = conn
@@ -292,8 +352,21 @@ class ExporterServer:
 
     def _close(self, conn: _Conn) -> None:
         self._unwatch(conn)
+        self._close_socket(conn)
+
+    def _close_socket(self, conn: _Conn) -> None:
+        """Close a client socket once (event loop or worker) and free its slot."""
+        with self._lock:
+            if conn.closed:
+                return
+            conn.closed = True
+            self._open -= 1
+            wake = not self._listening
         with contextlib.suppress(OSError):
             conn.sock.close()
+        if wake:  # the event loop may be waiting with the listener unwatched
+            with contextlib.suppress(OSError):
+                self._wake_w.send(b"x")
 
     def _take_returned(self) -> None:
         with contextlib.suppress(OSError):
@@ -421,8 +494,7 @@ class ExporterServer:
             with contextlib.suppress(OSError):
                 self._wake_w.send(b"x")
         else:
-            with contextlib.suppress(OSError):
-                conn.sock.close()
+            self._close_socket(conn)
 
     def _serve_one(self, conn: _Conn, head: bytes, arrived: float) -> bool:
         """Answer one request; True to keep the connection open for the next one."""
@@ -435,8 +507,14 @@ class ExporterServer:
         )
         if request.method not in ("GET", "HEAD"):
             self._send(conn, request, HTTPStatus.METHOD_NOT_ALLOWED, b"Method Not Allowed\n",
-                       "text/plain", extra={"Allow": "GET, HEAD"})
+                       "text/plain", extra={"Allow": "GET, HEAD", "Connection": "close"})
             return False  # a body may follow; we do not read it
+        if _has_body(request.headers):
+            # Its bytes would be read as the next request (desync): refuse and close.
+            self._send(conn, request, HTTPStatus.BAD_REQUEST,
+                       b"GET and HEAD requests must not have a body\n", "text/plain",
+                       extra={"Connection": "close"})
+            return False
         if not self.web_config.check_authorization(request.headers.get("Authorization")):
             self._send(conn, request, HTTPStatus.UNAUTHORIZED, b"Unauthorized\n", "text/plain",
                        extra={"WWW-Authenticate": 'Basic realm="cephscope-exporter"'})
@@ -565,6 +643,13 @@ def _parse_request(head: bytes, arrived: float) -> _Request | None:
     if version not in ("HTTP/1.0", "HTTP/1.1") or not target.startswith("/"):
         return None
     return _Request(method, target.split("?", 1)[0], version, headers, arrived)
+
+
+def _has_body(headers: http.client.HTTPMessage) -> bool:
+    """True if the request announces a body: any Transfer-Encoding, a Content-Length not 0."""
+    if headers.get_all("Transfer-Encoding"):
+        return True
+    return any(value.strip() != "0" for value in headers.get_all("Content-Length") or ())
 
 
 def _peer_text(peer: object) -> str:

@@ -19,6 +19,7 @@ from cephscope.exporter.asok import (
     DEFAULT_TIMEOUT_SECONDS,
 )
 from cephscope.exporter.collectors import add_collector_arguments, enabled_collectors
+from cephscope.exporter.fdlimit import raise_open_files_limit
 from cephscope.exporter.http import (
     TIMEOUT_HEADER,
     ExporterServer,
@@ -168,6 +169,8 @@ def make_server(args: argparse.Namespace) -> ExporterServer:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.log_level, args.log_format)
+    # Before the server sizes its connection limit from it (see fdlimit).
+    open_files = raise_open_files_limit()
     try:
         server = make_server(args)
     except (ValueError, WebConfigError) as err:
@@ -179,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("listening", extra={"fields": {
         "address": f"[{host}]:{port}", "path": args.telemetry_path, "asok_dir": args.asok_dir,
         "collectors": ",".join(c.name for c in server.scraper.collectors),
+        "open_files_limit": open_files, "max_connections": server.max_connections,
     }})
     try:
         server.serve_forever()

@@ -25,6 +25,14 @@ silently drop authentication or headers), and inconsistent settings are refused 
 ``RequestClientCert`` and ``RequireAnyClientCert`` (accept unverified client certificates)
 cannot be done with Python's TLS and are refused with that reason, as is
 ``curve_preferences``.
+
+Basic auth gives nothing away by its timing or its failures: a user name that is not
+configured costs the same bcrypt check as a wrong password (a dummy hash at the highest
+configured cost), a password over bcrypt's 72-byte limit is refused with 401 (bcrypt
+before 5.0 would compare its first 72 bytes only, 5.0 raises), every hash is checked to be
+a well-formed bcrypt hash at start, and ``basic_auth_users`` present but empty or null is
+refused (in exporter-toolkit it silently means "no authentication"). Every key's value
+must have the expected type: ``min_version: [TLS12]`` is a config error naming the key.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 import ssl
 import threading
 from dataclasses import dataclass, field
@@ -47,6 +56,14 @@ _TLS_KEYS = frozenset({
     "curve_preferences",
 })
 _HTTP_KEYS = frozenset({"headers", "http2"})
+# tls_server_config keys whose value is one string (a path or a name).
+_TLS_STRING_KEYS = ("cert_file", "key_file", "client_ca_file", "client_auth_type",
+                    "min_version", "max_version")
+# $2a$/$2b$/$2y$, a two-digit cost, 22 characters of salt and 31 of hash (bcrypt's base64).
+_BCRYPT_HASH = re.compile(r"\$2[aby]\$(?P<cost>\d\d)\$[./A-Za-z0-9]{53}")
+_BCRYPT_MIN_COST, _BCRYPT_MAX_COST = 4, 31
+# bcrypt reads at most this many bytes of a password.
+BCRYPT_MAX_PASSWORD_BYTES = 72
 # Go's crypto/tls names (what exporter-toolkit configs contain) -> OpenSSL names.
 _CIPHER_SUITES = {
     "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
@@ -88,6 +105,9 @@ class WebConfig:
     tls: dict[str, Any] | None = None
     users: dict[str, bytes] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    # Checked instead of a user's hash when the user is unknown or the password too long,
+    # so the answer takes as long as a wrong password (set by load_web_config).
+    dummy_hash: bytes = b""
     # bcrypt costs ~0.1 s per check: remember digests of credentials already verified.
     _verified: set[bytes] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -150,14 +170,17 @@ class WebConfig:
             user, _, password = base64.b64decode(header[6:], validate=True).decode().partition(":")
         except (ValueError, UnicodeDecodeError):
             return False
+        secret = password.encode()
         hashed = self.users.get(user)
-        if hashed is None:
+        if hashed is None or len(secret) > BCRYPT_MAX_PASSWORD_BYTES:
+            # Same cost as a wrong password: timing must not tell which users exist.
+            bcrypt.checkpw(secret[:BCRYPT_MAX_PASSWORD_BYTES], self.dummy_hash or _dummy_hash(4))
             return False
         digest = hashlib.sha256(f"{user}\0{password}".encode()).digest()
         with self._lock:
             if any(hmac.compare_digest(digest, seen) for seen in self._verified):
                 return True
-        if not bcrypt.checkpw(password.encode(), hashed):
+        if not bcrypt.checkpw(secret, hashed):
             return False
         with self._lock:
             self._verified.add(digest)
@@ -198,15 +221,9 @@ def load_web_config(path: str | None) -> WebConfig:
                 raise WebConfigError(f"{path}: tls_server_config.{key} is required")
         _check_tls(path, tls)
         config.tls = tls
-    users = raw.get("basic_auth_users")
-    if users is not None:
-        if not isinstance(users, dict):
-            raise WebConfigError(f"{path}: basic_auth_users must be a mapping user: bcrypt-hash")
-        for user, hashed in users.items():
-            if not isinstance(hashed, str) or not hashed.startswith(("$2a$", "$2b$", "$2y$")):
-                raise WebConfigError(f"{path}: basic_auth_users.{user} is not a bcrypt hash")
-            # Go's bcrypt writes $2y$; Python's bcrypt checks $2b$ (same algorithm).
-            config.users[str(user)] = ("$2b$" + hashed[4:]).encode()
+    if "basic_auth_users" in raw:
+        config.users = _load_users(path, raw["basic_auth_users"])
+        config.dummy_hash = _dummy_hash(max(_cost(h) for h in config.users.values()))
     server = raw.get("http_server_config") or {}
     if not isinstance(server, dict):
         raise WebConfigError(f"{path}: http_server_config must be a mapping")
@@ -216,17 +233,54 @@ def load_web_config(path: str | None) -> WebConfig:
     if not isinstance(server.get("http2", True), bool):
         raise WebConfigError(f"{path}: http_server_config.http2 must be true or false")
     headers = server.get("headers") or {}
-    if not isinstance(headers, dict):
-        raise WebConfigError(f"{path}: http_server_config.headers must be a mapping")
+    if not isinstance(headers, dict) or not all(
+        isinstance(v, (str, int, float)) for v in headers.values()
+    ):
+        raise WebConfigError(f"{path}: http_server_config.headers must be a mapping "
+                             "Header-Name: value")
     config.headers = {str(k): str(v) for k, v in headers.items()}
     if config.tls:
         config.ssl_context()  # fail at startup, not at the first connection
     return config
 
 
+def _load_users(path: str, users: Any) -> dict[str, bytes]:
+    """``basic_auth_users`` -> user: bcrypt hash ($2b$), every hash well formed."""
+    if not isinstance(users, dict) or not users:
+        # Empty or null would switch authentication off without a word: refuse it.
+        raise WebConfigError(
+            f"{path}: basic_auth_users must be a non-empty mapping user: bcrypt-hash"
+            " (remove the key to serve without authentication)")
+    loaded = {}
+    for user, hashed in users.items():
+        match = _BCRYPT_HASH.fullmatch(hashed) if isinstance(hashed, str) else None
+        if match is None:
+            raise WebConfigError(f"{path}: basic_auth_users.{user} is not a bcrypt hash "
+                                 "($2y$COST$ and 53 characters, as htpasswd -B writes)")
+        if not _BCRYPT_MIN_COST <= int(match["cost"]) <= _BCRYPT_MAX_COST:
+            raise WebConfigError(f"{path}: basic_auth_users.{user}: bcrypt cost "
+                                 f"{match['cost']} outside {_BCRYPT_MIN_COST}..{_BCRYPT_MAX_COST}")
+        # Go's bcrypt writes $2y$; Python's bcrypt checks $2b$ (same algorithm).
+        loaded[str(user)] = ("$2b$" + hashed[4:]).encode()
+    return loaded
+
+
+def _cost(hashed: bytes) -> int:
+    return int(hashed[4:6])
+
+
+def _dummy_hash(cost: int) -> bytes:
+    """A well-formed hash no password matches in practice; checking it costs ``cost``."""
+    return f"$2b${cost:02d}${'.' * 53}".encode()
+
+
 def _check_tls(path: str, tls: dict[str, Any]) -> None:
     """Refuse inconsistent or unsupported TLS settings, naming the key."""
     where = f"{path}: tls_server_config"
+    for key in _TLS_STRING_KEYS:
+        if key in tls and tls[key] is not None and not isinstance(tls[key], str):
+            raise WebConfigError(f"{where}.{key} must be a string, not "
+                                 f"{type(tls[key]).__name__} {tls[key]!r}")
     versions = list(_TLS_VERSIONS)
     for key, default in (("min_version", "TLS12"), ("max_version", "TLS13")):
         if tls.get(key, default) not in _TLS_VERSIONS:
@@ -267,7 +321,7 @@ def _check_tls(path: str, tls: dict[str, Any]) -> None:
     if suites is not None:
         if not isinstance(suites, list):
             raise WebConfigError(f"{where}.cipher_suites must be a list")
-        unknown = [s for s in suites if s not in _CIPHER_SUITES]
+        unknown = [s for s in suites if not isinstance(s, str) or s not in _CIPHER_SUITES]
         if unknown:
             raise WebConfigError(f"{where}.cipher_suites: unknown or insecure suite(s) "
                                  f"{', '.join(map(str, unknown))}")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -65,13 +67,26 @@ def build_clients(names: Sequence[str], ssh: SshSettings, control_dir: Path | No
 def ssh_control_dir(run_key: Path) -> Path:
     """A short private dir for ssh's multiplexing sockets of one run (a unix socket path must
     stay under 108 bytes, and %C names a 40-character socket), the same for the run and its
-    `--resume`, so that a resumed run reuses and then ends the masters of the killed one."""
+    `--resume`, so that a resumed run reuses and then ends the masters of the killed one.
+
+    Its name is predictable, so another local user could make it first and then see every
+    remote command of the run and answer in the hosts' place: it is used only if it is a real
+    directory (not a symlink: `lstat`) owned by this user with no access for anyone else."""
     digest = hashlib.sha256(str(Path(run_key).resolve()).encode()).hexdigest()[:12]
     path = Path(tempfile.gettempdir()) / f"cephscope-ssh-{digest}"
-    path.mkdir(mode=0o700, exist_ok=True)
-    if path.stat().st_mode & 0o077 or path.is_symlink():
-        raise ClientsError(f"{path}: not a private directory (mode {path.stat().st_mode & 0o777:o})"
-                           "; remove it")
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    st = os.lstat(path)
+    problem = None
+    if not stat.S_ISDIR(st.st_mode):
+        problem = "not a directory (a symlink or a file)"
+    elif st.st_uid != os.geteuid():
+        problem = f"owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})"
+    elif st.st_mode & 0o077:
+        problem = f"not private (mode {st.st_mode & 0o777:o})"
+    if problem:
+        raise ClientsError(f"{path}: {problem}; refusing it for ssh's multiplexing sockets "
+                           f"(remove it, or run with --no-ssh-multiplex)")
     return path
 
 

@@ -21,6 +21,8 @@ from cephscope.runner.cephclient import CephCli, CephError, cluster_lost
 from cephscope.runner.hostexec import HostExec, HostExecError, on_each_host
 from cephscope.runner.knobs.base import KnobError
 from cephscope.runner.knobs.host import CLIENT_HOST, HostFiles, OsdDevices
+from cephscope.runner.metadata_names import device_name_ok
+from cephscope.runner.redaction import redact
 
 CLUSTER_COMMANDS = ("versions", "config dump", "osd df", "osd pool ls detail", "osd tree",
                     "osd metadata")
@@ -65,6 +67,10 @@ def capture_host(host: HostExec, devices: list[str]) -> dict[str, Any]:
                        if isinstance(sysctl, str) else sysctl)
     queues: dict[str, Any] = {}
     for dev in devices:
+        if not device_name_ok(dev):
+            # `grep -r` as root would copy whatever that path reaches into environment.json
+            queues[dev] = {"error": f"{dev!r} is not a kernel device name; not read"}
+            continue
         out = _tryit(lambda dev=dev: host.run(["grep", "-rH", ".", f"/sys/block/{dev}/queue"],
                                               timeout=TIMEOUT, check=False)
                      .stdout.decode(errors="replace"))
@@ -116,7 +122,9 @@ def capture(cli: CephCli, host_for: Callable[[str], HostExec],
         seen.add(identity)
         work[name] = lambda name=name: capture_host(host_for(name), by_host.get(name, []))
     # the client the runner drives the cluster with (a release's own, from its root filesystem)
-    return {"cluster": cluster, "hosts": on_each_host(work), "client": _tryit(cli.client_info)}
+    found = {"cluster": cluster, "hosts": on_each_host(work), "client": _tryit(cli.client_info)}
+    # the config store can hold passwords and keys; results dirs are shared (redaction.py)
+    return redact(found)
 
 
 # --------------------------------------------------------------------------- diff
@@ -167,7 +175,9 @@ def diff(env_a: Mapping[str, Any], env_b: Mapping[str, Any]) -> list[dict[str, A
     """Every setting that differs, host settings first: {"path", "a", "b"} (None = absent).
     Per-interface sysctls count only for interfaces both captures list (others come and go
     with namespaces; the interface itself shows under nics)."""
-    a, b = dict(flatten(env_a)), dict(flatten(env_b))
+    # captures written before redaction existed are redacted here too: compare never prints
+    # a secret, and still says that it changed
+    a, b = dict(flatten(redact(env_a))), dict(flatten(redact(env_b)))
 
     def relevant(path: str) -> bool:
         if VOLATILE.search(path):

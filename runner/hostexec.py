@@ -7,6 +7,12 @@ reach a host and never knows whether that host is a real machine or a network na
 SSH is the OpenSSH client binary, so the user's ~/.ssh/config, agent, ProxyJump and
 known_hosts apply. The remote side hands the command line to a shell: every argv element is
 quoted with `shlex.quote`, so a value from a spec is one argument there as it is here.
+
+The destination always follows `--` (`ssh <options> -- NAME 'remote line'`): a host name comes
+from places cephscope does not control (an OSD's metadata reports whatever its container's
+NODE_NAME says), and without `--` a name like `-oProxyCommand=…` would be an ssh option run
+here as root. After `--` OpenSSH takes the next word as the destination and everything after it
+as the remote command, parsing no option there.
 """
 
 from __future__ import annotations
@@ -112,7 +118,11 @@ class SshHost:
     config_file: Path | None = None  # `ssh -F`: e.g. the ssh_config a multi-host dev cluster writes
 
     def ssh_argv(self) -> list[str]:
-        """`ssh … host --`: everything but the remote command."""
+        """`ssh … -- host`: everything but the remote command."""
+        return [*self.ssh_options_argv(), "--", self.name]
+
+    def ssh_options_argv(self) -> list[str]:
+        """`ssh …`: the binary and its options, no destination."""
         argv = [self.ssh_bin]
         if self.config_file is not None:
             argv += ["-F", str(self.config_file)]
@@ -131,14 +141,14 @@ class SshHost:
             argv += ["-p", str(self.port)]
         if self.identity_file:
             argv += ["-i", str(self.identity_file)]
-        return [*argv, self.name, "--"]
+        return argv
 
     def close(self) -> None:
         """End the multiplexing master connection, if one runs (`ssh -O exit`)."""
         if self.control_dir is None:
             return
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            subprocess.run([*self.ssh_argv()[:-2], "-O", "exit", self.name],
+            subprocess.run([*self.ssh_options_argv(), "-O", "exit", "--", self.name],
                            stdin=subprocess.DEVNULL, capture_output=True, timeout=10, check=False)
 
     def argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:

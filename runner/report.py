@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cephscope.runner.baseline import pre_sweep_values
 from cephscope.runner.benchmarks import BENCHMARKS
 from cephscope.runner.clients import per_client_rows
 from cephscope.runner.recovery import phase_key
@@ -122,32 +123,46 @@ def fetch_topology(prometheus_url: str, timeout_seconds: float = 10.0) -> OsdTop
                                 found["cephscope_osd_network_info"])
 
 
-def likely_bottleneck(row: Row) -> str:
-    """Name the resource that most likely limited the step, from what the metrics show."""
+def bottleneck(row: Row) -> tuple[str, str]:
+    """(short tag for the Steps table, the sentence for the step's detail): the resource that
+    most likely limited the step, from what the metrics show."""
     s = row.system
+    if s.too_short or (not s.available and s.short_counters):
+        return ("window < 2 scrapes",
+                "unknown: the measurement window held fewer than two scrapes, so no system "
+                "figure could be taken from inside it (run longer steps or scrape more often)")
     if not s.available:
-        return "n/a (no system metrics)"
+        return "n/a", "n/a (no system metrics)"
     if s.disk_util_ratio is not None and s.disk_util_ratio >= SATURATION_RATIO:
         detail = f", await {s.disk_await_seconds * 1e3:.1f} ms" if s.disk_await_seconds else ""
-        return (f"disk {blamed_place(s.disk_host, s.disk_device)} "
-                f"({s.disk_util_ratio * 100:.0f}% busy{detail})")
+        place = blamed_place(s.disk_host, s.disk_device)
+        return (f"disk {s.disk_device}",
+                f"disk {place} ({s.disk_util_ratio * 100:.0f}% busy{detail})")
     if s.cpu_busy_ratio is not None and s.cpu_busy_ratio >= SATURATION_RATIO:
-        return f"CPU ({s.cpu_busy_ratio * 100:.0f}% busy on {s.cpu_instance or 'host'})"
+        return ("CPU", f"CPU ({s.cpu_busy_ratio * 100:.0f}% busy on {s.cpu_instance or 'host'})")
     core = s.max_core
     if core is not None and core[2] >= SATURATION_RATIO:
         top = max(s.thread_group_totals().items(), key=lambda kv: kv[1], default=None)
         hint = f"; busiest OSD thread group {top[0]}" if top else ""
-        return (f"CPU core {core[1]} on {core[0] or 'host'} ({core[2] * 100:.0f}% busy) while "
+        return (f"core cpu{core[1]}",
+                f"CPU core {core[1]} on {core[0] or 'host'} ({core[2] * 100:.0f}% busy) while "
                 f"the host is not: one thread's work does not spread{hint}")
     client_latency = row.figure("latency_avg_seconds")
     if s.osd_op_latency_seconds is not None and client_latency:
         share = s.osd_op_latency_seconds / client_latency
         if share < OSD_LATENCY_SHARE_LOW:
-            return (f"outside the OSD op path (OSD op latency is {share * 100:.0f}% of the "
+            return ("outside OSD",
+                    f"outside the OSD op path (OSD op latency is {share * 100:.0f}% of the "
                     f"client's: client, network or queueing before the OSD)")
-        return (f"OSD op latency ({share * 100:.0f}% of client latency), no device saturated:"
+        return ("OSD op path",
+                f"OSD op latency ({share * 100:.0f}% of client latency), no device saturated:"
                 f" concurrency-bound or OSD-internal (see shard queues)")
-    return "none saturated (concurrency-bound?)"
+    return "none saturated", "none saturated (concurrency-bound?)"
+
+
+def likely_bottleneck(row: Row) -> str:
+    """Name the resource that most likely limited the step (the detail's sentence)."""
+    return bottleneck(row)[1]
 
 
 # ---- loading -----------------------------------------------------------------------------------
@@ -199,19 +214,25 @@ def _fmt(value: float | None, scale: float = 1.0, digits: int = 1) -> str:
     return f"{value * scale:,.{digits}f}"
 
 
+# The Steps table: what a reader compares across steps, one short line per (step, mode).
 COLUMNS: Sequence[tuple[str, Callable[[Row], str]]] = (
     ("mode", lambda r: r.mode or r.status),
     ("IOPS", lambda r: _fmt(r.figure("iops"), digits=0)),
     ("MiB/s", lambda r: _fmt(r.figure("bandwidth_bytes_per_second"), 1 / 2**20)),
     ("lat avg ms", lambda r: _fmt(r.figure("latency_avg_seconds"), 1e3, 2)),
-    ("client p50 ms", lambda r: _fmt(r.percentile("50"), 1e3, 2)),
-    ("client p99 ms", lambda r: _fmt(r.percentile("99"), 1e3, 2)),
-    ("client p99.9 ms", lambda r: _fmt(r.percentile("99.9"), 1e3, 2)),
-    ("lat max ms", lambda r: _fmt(r.figure("latency_max_seconds"), 1e3, 2)),
-    ("OSD p50 ms", lambda r: _fmt(r.osd_percentile("50"), 1e3, 2)),
+    ("lat p99 ms", lambda r: _fmt(r.percentile("99"), 1e3, 2)),
+    ("OSD avg ms", lambda r: _fmt(r.system.osd_op_latency_seconds, 1e3, 2)),
     ("OSD p99 ms", lambda r: _fmt(r.osd_percentile("99"), 1e3, 2)),
-    ("OSD p99.9 ms", lambda r: _fmt(r.osd_percentile("99.9"), 1e3, 2)),
     ("CPU %", lambda r: _fmt(r.system.cpu_busy_ratio, 100)),
+)
+
+# The rest, per step in its detail (figure, value of a row).
+DETAIL_FIGURES: Sequence[tuple[str, Callable[[Row], str]]] = (
+    ("client p50 ms", lambda r: _fmt(r.percentile("50"), 1e3, 2)),
+    ("client p99.9 ms", lambda r: _fmt(r.percentile("99.9"), 1e3, 2)),
+    ("client lat max ms", lambda r: _fmt(r.figure("latency_max_seconds"), 1e3, 2)),
+    ("OSD p50 ms", lambda r: _fmt(r.osd_percentile("50"), 1e3, 2)),
+    ("OSD p99.9 ms", lambda r: _fmt(r.osd_percentile("99.9"), 1e3, 2)),
     ("max core %", lambda r: _fmt(r.system.max_core[2] if r.system.max_core else None, 100)),
     ("IOPS/core", lambda r: _fmt(r.iops_per_core, digits=0)),
     ("IOPS/CPU%", lambda r: _fmt(r.iops_per_cpu_percent, digits=1)),
@@ -219,22 +240,63 @@ COLUMNS: Sequence[tuple[str, Callable[[Row], str]]] = (
     ("disk await ms", lambda r: _fmt(r.system.disk_await_seconds, 1e3, 2)),
     ("disk IOPS", lambda r: _fmt(r.system.disk_iops, digits=0)),
     ("NIC MiB/s", lambda r: _fmt(r.system.nic_bytes_per_second, 1 / 2**20)),
-    ("OSD op lat ms", lambda r: _fmt(r.system.osd_op_latency_seconds, 1e3, 2)),
+    ("system window", lambda r: window_text(r)),
+    ("likely bottleneck", lambda r: bottleneck(r)[1]),
 )
 
 
-def table(rows: Sequence[Row]) -> tuple[list[str], list[list[str]]]:
+def window_text(row: Row) -> str:
+    """What the step's system figures rest on: scrapes inside the measurement window."""
+    s = row.system
+    length = f"{row.window_seconds:.1f} s window" if row.window_seconds is not None else "window"
+    if s.source != "scrapes":
+        return f"{length}: means of rate({row.rate_window or '?'}) (no raw scrapes stored)"
+    if s.too_short:
+        return f"{length}: fewer than 2 scrapes inside: no system figures"
+    covered = f" {s.covered_seconds:.1f} s apart at the ends" if s.covered_seconds else ""
+    text = f"{length}: {s.scrapes} scrapes inside,{covered}"
+    if s.short_counters:
+        text += ("; fewer than 2 scrapes inside for " + ", ".join(s.short_counters)
+                 + ": those figures are empty")
+    return text
+
+
+def fixed_axes(rows: Sequence[Row]) -> dict[str, str]:
+    """label -> value of the axes that hold one value over the whole run."""
     labels = axis_labels(r.step for r in rows)
-    header = ["step", "benchmark", "iter", *labels.values(), *(c for c, _f in COLUMNS),
-              "likely bottleneck"]
+    out = {}
+    for axis, label in labels.items():
+        values = {format_value(r.step.axes[axis]) for r in rows if axis in r.step.axes}
+        if len(values) == 1:
+            out[label] = values.pop()
+    return out
+
+
+def table(rows: Sequence[Row]) -> tuple[list[str], list[list[str]]]:
+    """The compact Steps table: step, the swept axes (one short column each), benchmark and
+    iteration only when they vary, the headline figures, and the bottleneck as a tag."""
+    labels = axis_labels(r.step for r in rows)
+    fixed = fixed_axes(rows)
+    swept = {a: label for a, label in labels.items() if label not in fixed}
+    many_benchmarks = len({r.step.benchmark for r in rows}) > 1
+    many_iterations = len({r.step.iteration for r in rows}) > 1
+    header = ["step", *(["benchmark"] if many_benchmarks else []),
+              *(["iter"] if many_iterations else []), *swept.values(),
+              *(c for c, _f in COLUMNS), "bottleneck"]
     body = []
     for r in rows:
-        cells = [r.step.id, r.step.benchmark, str(r.step.iteration)]
-        cells += [format_value(r.step.axes[a]) if a in r.step.axes else "" for a in labels]
+        cells = [r.step.id]
+        cells += [r.step.benchmark] if many_benchmarks else []
+        cells += [str(r.step.iteration)] if many_iterations else []
+        cells += [format_value(r.step.axes[a]) if a in r.step.axes else "" for a in swept]
         cells += [f(r) for _c, f in COLUMNS]
-        cells.append(likely_bottleneck(r) if r.status == "done" else (r.error or r.status))
+        cells.append(bottleneck(r)[0] if r.status == "done" else (r.error or r.status))
         body.append(cells)
     return header, body
+
+
+def detail_table(row: Row) -> Table:
+    return ("figures", ["figure", "value"], [[name, f(row)] for name, f in DETAIL_FIGURES])
 
 
 def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
@@ -282,7 +344,8 @@ def system_tables(row: Row) -> list[Table]:
         tables.append(nic_table(s, _fmt))
     busy_groups = {k: v for k, v in s.thread_groups.items() if v >= THREAD_GROUP_MIN_CPU}
     if busy_groups:
-        tables.append((f"OSD thread groups (>= {THREAD_GROUP_MIN_CPU:g} CPU s/s)",
+        rests = f"; {s.scrapes} scrapes" if s.scrapes is not None else ""
+        tables.append((f"OSD thread groups (>= {THREAD_GROUP_MIN_CPU:g} CPU s/s{rests})",
                        ["host", "OSD", "thread group", "CPU s/s"],
                        [[h, d, g, _fmt(v, digits=3)] for (h, d, g), v in sorted(
                            busy_groups.items(), key=lambda kv: (kv[0][0], kv[0][1], -kv[1]))]))
@@ -375,10 +438,24 @@ def build_content(run_dir: Path, prometheus_url: str | None = None,
     idle = load_idle_baseline(Path(run_dir), fetch_system, topology)
     header, body = table(rows)
     per_step = [(f"{r.step.id} {r.step.benchmark} {r.mode or ''} ({r.step.short_params()}, "
-                 f"iteration {r.step.iteration})", tables)
-                for r in rows if r.status == "done" and (tables := system_tables(r))]
+                 f"iteration {r.step.iteration})", [detail_table(r), *system_tables(r)])
+                for r in rows if r.status == "done"]
     return ReportContent(run, rows, header, body, statistics_table(rows), per_step, _notes(rows),
                          idle_baseline_table(rows, idle) if idle is not None else None)
+
+
+# Fits a 1280 px window: the page is capped, tables never grow past it (cells wrap, long
+# tokens such as option names break anywhere), text and images wrap and shrink.
+REPORT_CSS = (
+    "body{font-family:sans-serif;max-width:1240px;margin:0 auto;padding:0 12px;"
+    "overflow-wrap:anywhere}"
+    "table{border-collapse:collapse;font-size:12px;margin-bottom:8px;max-width:100%}"
+    "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right;vertical-align:top;"
+    "overflow-wrap:anywhere}"
+    "th{background:#f4f4f4}td:first-child,td:last-child{text-align:left}"
+    "ul.rec li{font-family:monospace;white-space:pre-wrap}"
+    "img{max-width:100%;height:auto}"
+)
 
 
 def _png_data_uri(path: Path) -> str:
@@ -406,11 +483,23 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
                       + plot_thread_groups(rows, out) + plot_cores(rows, out))
     steps_total = len({r.step.id for r in rows})
     steps_done = len({r.step.id for r in rows if r.status == "done"})
+    # rows with raw scrapes use no rate window: name it only for rows that rest on one
     windows = sorted({f"{r.rate_window} (scrape interval {r.scrape_interval:g}s)"
-                      for r in rows if r.rate_window and r.scrape_interval})
+                      for r in rows if r.rate_window and r.scrape_interval
+                      and r.system.source != "scrapes"})
+    intervals = sorted({f"{r.scrape_interval:g}s" for r in rows
+                        if r.scrape_interval and r.system.source == "scrapes"})
     intro = [f"spec: {run.get('spec_path')}", f"steps: {steps_done} done of {steps_total}"]
+    if intervals:
+        intro.append("system figures: counter increases between the scrapes inside each "
+                     f"mode's own window (scrape interval {', '.join(intervals)})")
     if windows:
         intro.append("rate window: " + ", ".join(windows))
+    before = pre_sweep_values(RunDir(run_dir).read_pre_sweep_config())
+    if before:
+        intro.append("the OSDs ran before the sweep with (effective values, read from the "
+                     "OSDs at sweep start): " + ", ".join(v.text() for _o, v in sorted(
+                         before.items())))
     intro.append("units: MiB/s = 2^20 bytes per second; latencies in ms; "
                  "OSD p50/p99/p99.9 are OSD-side (the OSDs' op latency histograms over the "
                  "mode's window), client p50/p99/p99.9 are the benchmark's own")
@@ -421,7 +510,13 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
     if releases is not None:
         md += ["## Releases", "", markdown_table(*releases), ""]
         md += [*(f"![{p.stem}]({PLOT_DIR}/{p.name})" for p in release_plots), ""]
-    md += ["## Steps", "", markdown_table(content.header, content.body), ""]
+    fixed = fixed_axes(rows)
+    fixed_line = ("fixed for every step: " + ", ".join(f"{k}={v}" for k, v in fixed.items())
+                  if fixed else "")
+    steps_note = ("One line per step and mode; the other figures, the system tables and the "
+                  "bottleneck's reasoning are in the step's detail under 'System per step'.")
+    md += ["## Steps", "", *([fixed_line, ""] if fixed_line else []), steps_note, "",
+           markdown_table(content.header, content.body), ""]
     clients = client_table(run_dir)
     if clients is not None:
         md += ["## Per client", "", markdown_table(*clients), ""]
@@ -432,7 +527,8 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
     rec_lines, front_plots = report_lines(run_dir, run_dir / PLOT_DIR if plots else None)
     plot_paths += front_plots
     if rec_lines:
-        md += ["## Recommendation", "", "```", *rec_lines, "```", ""]
+        # a list, not a code block: long lines wrap in every viewer
+        md += ["## Recommendation", "", *(f"- {line}" for line in rec_lines), ""]
     recovery = recovery_table(run_dir)
     if recovery:
         md += ["## Recovery tests", "", "Client figures per phase (the benchmark's per-second "
@@ -457,16 +553,15 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
     title = html.escape(str(run.get("run_id")))
     h = ["<!doctype html><html><head><meta charset='utf-8'>",
          f"<title>cephscope report {title}</title>",
-         "<style>body{font-family:sans-serif}table{border-collapse:collapse;font-size:12px;"
-         "margin-bottom:8px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}"
-         "td:last-child{text-align:left}img{max-width:100%}</style></head><body>",
+         f"<style>{REPORT_CSS}</style></head><body>",
          f"<h1>cephscope report: run {title}</h1>",
          "<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in intro) + "</ul>"]
     if releases is not None:
         h += ["<h2>Releases</h2>", _html_table(*releases)]
         h += [f"<p><img alt='{html.escape(p.stem)}' src='{_png_data_uri(p)}'></p>"
               for p in release_plots]
-    h += ["<h2>Steps</h2>", _html_table(content.header, content.body)]
+    h += ["<h2>Steps</h2>", *([f"<p>{html.escape(fixed_line)}</p>"] if fixed_line else []),
+          f"<p>{html.escape(steps_note)}</p>", _html_table(content.header, content.body)]
     if clients is not None:
         h += ["<h2>Per client</h2>", _html_table(*clients)]
     if content.stats:
@@ -475,7 +570,8 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
         h += ["<h2>System vs idle baseline</h2>", f"<p>{html.escape(IDLE_NOTE)}</p>",
               _html_table(*content.idle)]
     if rec_lines:
-        h += ["<h2>Recommendation</h2>", f"<pre>{html.escape(chr(10).join(rec_lines))}</pre>"]
+        h += ["<h2>Recommendation</h2>", "<ul class='rec'>"
+              + "".join(f"<li>{html.escape(line)}</li>" for line in rec_lines) + "</ul>"]
     if plot_paths:
         h.append("<h2>Plots</h2>")
         h += [f"<p><img alt='{html.escape(p.stem)}' src='{_png_data_uri(p)}'></p>"
@@ -638,10 +734,24 @@ def _notes(rows: Iterable[Row]) -> list[str]:
                      f"{short[0].window_seconds:.1f}s at a {short[0].scrape_interval:g}s "
                      "interval): their system figures and OSD-side percentiles rest on one "
                      "or two samples; run longer steps or scrape more often.")
-    if any(r.system.available for r in rows):
-        notes.append("System columns are means of Prometheus rate()s over each mode's own "
-                     "window (from the step's recorded mode start/end); a mode shorter than "
-                     "the rate window blends with the phase before it.")
+    if any(r.system.source == "scrapes" for r in rows):
+        notes.append("System figures (CPU, per core, disks, NICs, OSD ops and thread groups) "
+                     "are counter increases between the first and the last scrape inside each "
+                     "mode's own window (from the step's recorded mode start/end), divided by "
+                     "the time between them: nothing from the restart or the quiet gaps "
+                     "around a measurement enters them; each step's detail says how many "
+                     "scrapes they rest on.")
+    too_short = [r for r in rows if r.system.too_short or r.system.short_counters]
+    if too_short:
+        notes.append(f"WARNING: {len(too_short)} mode window(s) held fewer than two scrapes "
+                     f"of some target (e.g. step {too_short[0].step.id} {too_short[0].mode}): "
+                     "those system figures are left empty rather than taken from the time "
+                     "around them.")
+    if any(r.system.available and r.system.source != "scrapes" for r in rows):
+        notes.append("System columns of steps without stored raw scrapes are means of "
+                     "Prometheus rate()s over each mode's window; a mode shorter than the "
+                     "rate window blends with the phase before it (a restart's boot work "
+                     "included).")
     if any(r.system.available and not r.system.osd_devices_only for r in rows):
         notes.append("Disk and NIC columns cover every device of the hosts (the OSDs' devices "
                      "were not known): pass --prometheus-url so the exporter's "

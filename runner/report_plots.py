@@ -60,6 +60,43 @@ def _ordered(values: set[Any]) -> list[Any]:
     return sorted(values, key=format_value)
 
 
+# Unit of a swept knob or benchmark parameter, by its label (what the x axis is measured in).
+AXIS_UNITS: dict[str, str] = {
+    "op_size": "bytes", "object_size": "bytes", "block_size": "bytes", "bs": "bytes",
+    "size": "bytes", "concurrent_ops": "ops in flight", "iodepth": "I/Os in flight",
+    "numjobs": "jobs", "time": "s", "runtime": "s", "osd_op_num_shards": "shards per OSD",
+    "osd_op_num_threads_per_shard": "threads per shard", "osd_ra": "KiB", "read_ahead_kb": "KiB",
+    "iosched/read_expire": "ms", "read_expire": "ms", "nr_requests": "requests",
+}
+
+
+def axis_title(label: str) -> str:
+    """The x axis title: the knob's name and, where known, its unit."""
+    unit = AXIS_UNITS.get(label) or AXIS_UNITS.get(label.rsplit(".", 1)[-1])
+    return f"{label} ({unit})" if unit else label
+
+
+def _power_of_two(value: float) -> bool:
+    return value >= 1 and float(value).is_integer() and (int(value) & (int(value) - 1)) == 0
+
+
+def place_axis(ax: Any, values: Sequence[Any]) -> dict[Any, float]:
+    """Put the swept values on the x axis as its ticks: a log2 axis when every value is a
+    power of two (1, 4, 16: equal steps for equal ratios), else one evenly spaced category per
+    value in their order. Returns value -> x position."""
+    ordered = _ordered(set(values))
+    numbers = [_numeric(v) for v in ordered]
+    if len(ordered) > 1 and all(n is not None and _power_of_two(n) for n in numbers):
+        ax.set_xscale("log", base=2)
+        positions = {v: float(n) for v, n in zip(ordered, numbers, strict=True)}  # type: ignore[arg-type]
+    else:
+        positions = {v: float(i) for i, v in enumerate(ordered)}
+        ax.set_xlim(-0.5, len(ordered) - 0.5)
+    ax.set_xticks(list(positions.values()), [format_value(v) for v in ordered])
+    ax.minorticks_off()
+    return positions
+
+
 def _save(fig: Any, out_dir: Path, name: str) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{_safe(name)}.png"
@@ -77,28 +114,30 @@ def plot_axes(rows: Sequence[Row], out_dir: Path) -> list[Path]:
     for (benchmark, mode), members in _groups(rows).items():
         axes = _swept(members, labels)
         for axis in axes:
-            numeric = all(_numeric(r.step.axes.get(axis)) is not None for r in members)
             others = [a for a in axes if a != axis]
             lines: dict[str, dict[Any, list[Row]]] = {}
             for r in members:
                 key = ", ".join(f"{labels[o]}={format_value(r.step.axes.get(o))}" for o in others)
-                x = _numeric(r.step.axes[axis]) if numeric else format_value(r.step.axes[axis])
-                lines.setdefault(key or "all", {}).setdefault(x, []).append(r)
+                lines.setdefault(key or "all", {}).setdefault(r.step.axes[axis], []).append(r)
             fig, (ax_iops, ax_lat) = plt.subplots(1, 2, figsize=(11, 4.2))
+            values = [r.step.axes[axis] for r in members]
+            where = place_axis(ax_iops, values)
+            place_axis(ax_lat, values)
             for key, points in sorted(lines.items()):
-                xs = sorted(points) if numeric else list(points)
+                xs = [v for v in where if v in points]
+                pos = [where[x] for x in xs]
                 iops = [statistics.fmean(r.figure("iops") or 0 for r in points[x]) for x in xs]
                 lat = [statistics.fmean((r.figure("latency_avg_seconds") or 0) * 1e3
                                         for r in points[x]) for x in xs]
-                ax_iops.plot(xs, iops, marker="o", label=key)
-                ax_lat.plot(xs, lat, marker="o", label=f"{key} avg")
+                ax_iops.plot(pos, iops, marker="o", label=key)
+                ax_lat.plot(pos, lat, marker="o", label=f"{key} avg")
                 p99 = [[r.percentile("99") or r.osd_percentile("99") for r in points[x]]
                        for x in xs]
                 if all(all(v is not None for v in vals) for vals in p99):
-                    ax_lat.plot(xs, [statistics.fmean(v) * 1e3 for v in p99], marker="x",
+                    ax_lat.plot(pos, [statistics.fmean(v) * 1e3 for v in p99], marker="x",
                                 linestyle="--", label=f"{key} p99")
             for ax, ylabel in ((ax_iops, "IOPS"), (ax_lat, "latency (ms)")):
-                ax.set_xlabel(labels[axis])
+                ax.set_xlabel(axis_title(labels[axis]))
                 ax.set_ylabel(ylabel)
                 ax.grid(True, alpha=0.3)
                 ax.set_ylim(bottom=0)
@@ -157,8 +196,8 @@ def plot_heatmaps(rows: Sequence[Row], out_dir: Path) -> list[Path]:
                     image = ax.imshow(data, cmap="viridis", aspect="auto", origin="lower")
                     ax.set_xticks(range(len(xs)), [format_value(x) for x in xs])
                     ax.set_yticks(range(len(ys)), [format_value(y) for y in ys])
-                    ax.set_xlabel(labels[x_axis])
-                    ax.set_ylabel(labels[y_axis])
+                    ax.set_xlabel(axis_title(labels[x_axis]))
+                    ax.set_ylabel(axis_title(labels[y_axis]))
                     ax.set_title(f"{title} ({unit})")
                     finite = [v for line in grid for v in line if v is not None]
                     middle = (min(finite) + max(finite)) / 2 if finite else 0.0

@@ -30,6 +30,7 @@ import yaml
 from cephscope.runner.axes import axes_product
 from cephscope.runner.recovery import RecoverySpec, parse_recovery
 from cephscope.runner.search.settings import AdaptiveIterations, parse_iterations, parse_search
+from cephscope.runner.spec_safety import ssh_option_problem, sysctl_problem
 
 # Keys in CBT's `cluster:` section that build or describe a cluster cephscope does not manage:
 # accepted (so a CBT file loads as it is) with one warning line each.
@@ -278,16 +279,77 @@ def _plain(node: yaml.Node, path: tuple[Any, ...], lines: dict[tuple[Any, ...], 
     return constructor.construct_object(node, deep=True)
 
 
+# A spec is a page or two of YAML; aliases may share a node between places, but the document
+# they describe, every alias expanded, stays far below this many nodes. A "billion laughs"
+# document is a few lines that expand to billions: refused before it is expanded.
+MAX_EXPANDED_NODES = 100_000
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """SafeLoader that refuses an alias to a node that contains it (a recursive structure,
+    which would expand forever)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._open_anchors: set[str] = set()  # anchors of the nodes being composed now
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor in self._open_anchors:
+                raise yaml.composer.ComposerError(
+                    None, None, f"alias *{event.anchor} refers to a node that contains it "
+                    f"(a recursive structure)", event.start_mark)
+            return super().compose_node(parent, index)
+        anchor = getattr(event, "anchor", None)
+        if anchor is None:
+            return super().compose_node(parent, index)
+        self._open_anchors.add(anchor)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._open_anchors.discard(anchor)
+
+
+def _expanded_nodes(node: yaml.Node, limit: int) -> int:
+    """How many nodes the document has with every alias expanded (counted once per shared
+    node, so the count itself never expands; capped just above `limit`)."""
+    memo: dict[int, int] = {}
+
+    def size(n: yaml.Node) -> int:
+        if id(n) not in memo:
+            if isinstance(n, yaml.MappingNode):
+                total = 1 + sum(size(k) + size(v) for k, v in n.value)
+            elif isinstance(n, yaml.SequenceNode):
+                total = 1 + sum(size(item) for item in n.value)
+            else:
+                total = 1
+            memo[id(n)] = min(total, limit + 1)
+        return memo[id(n)]
+
+    return size(node)
+
+
 def load_yaml_with_lines(text: str, file_label: str) -> tuple[Any, dict[tuple[Any, ...], int]]:
-    """Parse YAML safely; return (data, {key path: line})."""
+    """Parse YAML safely; return (data, {key path: line}). A recursive alias, an alias bomb
+    or absurd nesting is a SpecError naming the file, never a RecursionError or MemoryError."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_SpecLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{file_label}:{mark.line + 1}" if mark is not None else file_label
         raise SpecError([f"{where}: not valid YAML: {exc}"]) from exc
+    except RecursionError:
+        raise SpecError([f"{file_label}: not valid YAML: nested too deeply"]) from None
     if node is None:
         raise SpecError([f"{file_label}: the spec is empty"])
+    try:
+        expanded = _expanded_nodes(node, MAX_EXPANDED_NODES)
+    except RecursionError:
+        raise SpecError([f"{file_label}: not valid YAML: nested too deeply"]) from None
+    if expanded > MAX_EXPANDED_NODES:
+        raise SpecError([f"{file_label}: its aliases expand to more than {MAX_EXPANDED_NODES} "
+                         f"YAML nodes (an alias bomb?); refused"])
     lines: dict[tuple[Any, ...], int] = {}
     problems: list[str] = []
     constructor = yaml.constructor.SafeConstructor()
@@ -295,6 +357,8 @@ def load_yaml_with_lines(text: str, file_label: str) -> tuple[Any, dict[tuple[An
         data = _plain(node, (), lines, constructor, problems, file_label)
     except yaml.YAMLError as exc:
         raise SpecError([f"{file_label}: not valid YAML: {exc}"]) from exc
+    except RecursionError:
+        raise SpecError([f"{file_label}: not valid YAML: nested too deeply"]) from None
     if problems:
         raise SpecError(problems)
     return data, lines
@@ -404,8 +468,9 @@ def _int(c: _Checker, key_path: tuple[Any, ...], value: Any, minimum: int) -> in
 
 
 def load_spec(path: str | Path, text: str | None = None,
-              benchmarks: Mapping[str, Any] | None = None) -> Spec:
-    """Load and validate a spec file. Raises SpecError listing every problem found."""
+              benchmarks: Mapping[str, Any] | None = None, allow_unsafe: bool = False) -> Spec:
+    """Load and validate a spec file. Raises SpecError listing every problem found.
+    `allow_unsafe`: accept ssh options and sysctls outside the safe set (runner/spec_safety.py)."""
     path = Path(path)
     if text is None:
         try:
@@ -417,11 +482,11 @@ def load_spec(path: str | Path, text: str | None = None,
         from cephscope.runner.benchmarks import BENCHMARKS
 
         benchmarks = BENCHMARKS
-    return validate_spec(path, data, lines, benchmarks)
+    return validate_spec(path, data, lines, benchmarks, allow_unsafe=allow_unsafe)
 
 
 def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
-                  benchmark_classes: Mapping[str, Any]) -> Spec:
+                  benchmark_classes: Mapping[str, Any], allow_unsafe: bool = False) -> Spec:
     c = _Checker(path, lines)
     if not isinstance(data, dict):
         raise SpecError([f"{path}:1: the spec must be a mapping at the top level"])
@@ -460,7 +525,7 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
             spec.conf_file = cluster["conf_file"]
         else:
             c.error(("cluster", "conf_file"), cluster["conf_file"], "wrong type; expected str")
-    spec.hosts = _hosts(c, cluster)
+    spec.hosts = _hosts(c, cluster, allow_unsafe)
     if "clusterid" in cluster:
         if isinstance(cluster["clusterid"], str) and cluster["clusterid"]:
             spec.cluster_name = cluster["clusterid"]
@@ -511,7 +576,7 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
         if values is not None:
             spec.ceph_config[option.replace("-", "_")] = value
 
-    _host_knobs(c, spec, data, cluster)
+    _host_knobs(c, spec, data, cluster, allow_unsafe)
 
     # restart
     rs = c.mapping(("restart",), data.get("restart"))
@@ -714,7 +779,8 @@ def _pool_profile(c: _Checker, kp: tuple[Any, ...], name: str, pp: Any,
     return PoolProfile(name=name, replication=size, pg_num=pg_num, **prefill)
 
 
-def _host_knobs(c: _Checker, spec: Spec, data: dict[str, Any], cluster: dict[str, Any]) -> None:
+def _host_knobs(c: _Checker, spec: Spec, data: dict[str, Any], cluster: dict[str, Any],
+                allow_unsafe: bool = False) -> None:
     """`osd_ra` (top level or CBT's cluster.osd_ra), `block_queue`, `sysctl` -> spec.knobs."""
     for kp, container in ((("osd_ra",), data), (("cluster", "osd_ra"), cluster)):
         if "osd_ra" in container and c.axis_values(kp, container["osd_ra"], (int,)) is not None:
@@ -732,6 +798,10 @@ def _host_knobs(c: _Checker, spec: Spec, data: dict[str, Any], cluster: dict[str
         kp = ("sysctl", key)
         if not isinstance(key, str) or not SYSCTL_NAME.match(key):
             c.error(kp, key, "not a sysctl name (e.g. vm.swappiness)")
+            continue
+        unsafe = None if allow_unsafe else sysctl_problem(key)
+        if unsafe:
+            c.error(kp, key, unsafe)
             continue
         on = "osds"
         if isinstance(value, dict):
@@ -779,7 +849,7 @@ def _host_names(c: _Checker, kp: tuple[Any, ...], value: Any) -> tuple[str, ...]
     return tuple(names)
 
 
-def _hosts(c: _Checker, cluster: dict[str, Any]) -> HostsSpec:
+def _hosts(c: _Checker, cluster: dict[str, Any], allow_unsafe: bool = False) -> HostsSpec:
     def kp(key: str) -> tuple[str, str]:
         return ("cluster", key)
 
@@ -812,8 +882,13 @@ def _hosts(c: _Checker, cluster: dict[str, Any]) -> HostsSpec:
         c.error(kp("ssh_options"), options_raw, "must be a list of Key=Value ssh options")
     else:
         for i, option in enumerate(options_raw):
+            unsafe = None
+            if isinstance(option, str) and SSH_OPTION.fullmatch(option) and not allow_unsafe:
+                unsafe = ssh_option_problem(option)
             if not isinstance(option, str) or not SSH_OPTION.fullmatch(option):
                 c.error((*kp("ssh_options"), i), option, "not a Key=Value ssh option")
+            elif unsafe:
+                c.error((*kp("ssh_options"), i), option, unsafe)
             else:
                 options.append(option)
     return HostsSpec(clients=clients, head=head[0] if head else None, osds=osds, mons=mons,

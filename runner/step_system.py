@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cephscope.runner.window_rates import SeriesRate, series_rates
+
 # Percentiles taken from the OSD latency histograms (labels as in fio's: "50", "99", "99.9").
 OSD_PERCENTILES = ("50", "99", "99.9")
 
@@ -159,6 +161,19 @@ class SystemFigures:
     # ceph_daemon -> p99 seconds over the window
     osd_p99_by_daemon: dict[str, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    # "scrapes": rates from the raw scrapes inside the window (see `window_rates`); "rate":
+    # means of Prometheus rate()s (runs stored before the raw counters were pulled)
+    source: str = "rate"
+    # fewest scrapes inside the window any figure rests on (None: not known, source "rate")
+    scrapes: int | None = None
+    # the window held fewer than two scrapes: no rate can be taken without leaving it
+    too_short: bool = False
+    # seconds between the first and the last scrape used (the span the rates cover)
+    covered_seconds: float | None = None
+    # counters (COUNTER_SERIES names) with no series holding two scrapes inside the window:
+    # their figures are empty (targets scrape at different moments: one can have two scrapes
+    # inside a window where another has one)
+    short_counters: list[str] = field(default_factory=list)
 
     @property
     def available(self) -> bool:
@@ -389,12 +404,131 @@ def summarize_system(prometheus: Mapping[str, Any] | None,
         key = (host_of(labels), labels.get("ceph_daemon", "?"),
                labels.get("thread_group", "?"))
         figures.thread_groups[key] = value
+    counters = prometheus.get("counters")
+    span = window or _stored_window(prometheus)
+    if isinstance(counters, Mapping) and counters and span is not None:
+        _apply_counters(figures, counters, span, topology)
     histograms = queries.get("osd_op_latency_bucket")
     if isinstance(histograms, Mapping):
         interval = prometheus.get("scrape_interval_seconds")
         _apply_osd_histograms(figures, histograms, window, ops_of_mode(mode),
                               float(interval) if isinstance(interval, int | float) else 0.0)
     return figures
+
+
+def _stored_window(prometheus: Mapping[str, Any]) -> Window | None:
+    start, end = prometheus.get("start"), prometheus.get("end")
+    if isinstance(start, int | float) and isinstance(end, int | float):
+        return float(start), float(end)
+    return None
+
+
+def _apply_counters(figures: SystemFigures, counters: Mapping[str, Any], window: Window,
+                    topology: OsdTopology) -> None:
+    """Replace the rate()-based figures by ones from the raw scrapes inside the window. A
+    window with fewer than two scrapes leaves every rate figure empty and flagged."""
+    figures.source = "scrapes"
+    for cpu_field in ("cpu_busy_ratio", "cpu_instance", "disk_util_ratio", "disk_device",
+                      "disk_host", "disk_await_seconds", "disk_iops", "nic_bytes_per_second",
+                      "nic_device", "nic_host", "osd_ops_per_second", "osd_op_latency_seconds"):
+        setattr(figures, cpu_field, None)
+    figures.cpu_modes, figures.cores, figures.devices, figures.nics = {}, {}, [], []
+    figures.thread_groups = {}
+    rates: dict[str, list[SeriesRate]] = {}
+    short_series: list[int] = []
+    for name, entry in counters.items():
+        if not isinstance(entry, Mapping):
+            continue
+        if entry.get("error"):
+            figures.errors.append(f"{name}: {entry['error']}")
+            continue
+        found, short = series_rates(entry.get("result") or [], window)
+        rates[name] = found
+        short_series += short
+        if short and not found:
+            figures.short_counters.append(name)
+    used = [r.rate for found in rates.values() for r in found]
+    if not used:
+        figures.too_short = bool(short_series)
+        figures.scrapes = max(short_series) if short_series else None
+        return
+    # the fewest scrapes any figure rests on (series left out for having one are not figures)
+    figures.scrapes = min(r.scrapes for r in used)
+    figures.covered_seconds = min(r.seconds for r in used)
+
+    cpu_rates = rates.get("cpu_seconds", [])
+    ncpus: dict[str, set[str]] = {}
+    for r in cpu_rates:
+        ncpus.setdefault(host_of(r.labels), set()).add(r.labels.get("cpu", "?"))
+    for r in cpu_rates:
+        host, mode, cpu = host_of(r.labels), r.labels.get("mode", "?"), r.labels.get("cpu", "?")
+        if mode == "idle":
+            continue
+        value = r.rate.per_second
+        modes = figures.cpu_modes.setdefault(host, {})
+        modes[mode] = modes.get(mode, 0.0) + value / len(ncpus[host])
+        if mode != "iowait":  # waiting, not work
+            figures.cores[(host, cpu)] = figures.cores.get((host, cpu), 0.0) + value
+    busy = {host: sum(modes.values()) for host, modes in figures.cpu_modes.items()}
+    if busy:
+        figures.cpu_instance, figures.cpu_busy_ratio = max(busy.items(), key=lambda kv: kv[1])
+
+    def by_device(name: str, nic: bool = False) -> dict[tuple[str, str], SeriesRate]:
+        out = {}
+        for r in rates.get(name, []):
+            host, device = host_of(r.labels), r.labels.get("device", "?")
+            if nic and topology.interfaces and device not in topology.interfaces:
+                continue
+            if not nic and topology.devices and not topology.is_osd_device(host, device):
+                continue
+            out[(host, device)] = r
+        return out
+
+    util, reads, writes = (by_device("disk_io_time_seconds"), by_device("disk_reads"),
+                           by_device("disk_writes"))
+    rbytes, wbytes = by_device("disk_read_bytes"), by_device("disk_written_bytes")
+    rtime, wtime = by_device("disk_read_time_seconds"), by_device("disk_write_time_seconds")
+
+    def per_second(found: Mapping[tuple[str, str], SeriesRate], key: tuple[str, str]
+                   ) -> float | None:
+        return found[key].rate.per_second if key in found else None
+
+    for key in sorted(set(util) | set(reads) | set(writes)):
+        ops = [found[key].rate for found in (reads, writes) if key in found]
+        iops = sum(r.per_second for r in ops) if ops else None
+        waited = [found[key].rate.increase for found in (rtime, wtime) if key in found]
+        completed = sum(r.increase for r in ops)
+        await_seconds = sum(waited) / completed if waited and completed > 0 else None
+        figures.devices.append(DeviceFigures(key[0], key[1], iops, await_seconds,
+                                             per_second(util, key), per_second(rbytes, key),
+                                             per_second(wbytes, key), topology.osds_of(*key)))
+    busiest = max((d for d in figures.devices if d.util_ratio is not None),
+                  key=lambda d: d.util_ratio or 0.0, default=None)
+    if busiest is not None:
+        figures.disk_util_ratio, figures.disk_device = busiest.util_ratio, busiest.device
+        figures.disk_host = busiest.host
+        figures.disk_await_seconds, figures.disk_iops = busiest.await_seconds, busiest.iops
+
+    rx, tx = by_device("nic_receive_bytes", nic=True), by_device("nic_transmit_bytes", nic=True)
+    for key in sorted(set(rx) | set(tx)):
+        figures.nics.append(NicFigures(key[0], key[1], per_second(rx, key) or 0.0,
+                                       per_second(tx, key) or 0.0, topology.network_of(*key)))
+    if figures.nics:
+        top = max(figures.nics,
+                  key=lambda n: n.receive_bytes_per_second + n.transmit_bytes_per_second)
+        figures.nic_device, figures.nic_host = top.device, top.host
+        figures.nic_bytes_per_second = top.receive_bytes_per_second + top.transmit_bytes_per_second
+
+    if rates.get("osd_op"):
+        figures.osd_ops_per_second = sum(r.rate.per_second for r in rates["osd_op"])
+    lat_sum = sum(r.rate.increase for r in rates.get("osd_op_latency_sum", []))
+    lat_count = sum(r.rate.increase for r in rates.get("osd_op_latency_count", []))
+    if lat_count > 0:
+        figures.osd_op_latency_seconds = lat_sum / lat_count
+    for r in rates.get("osd_thread_cpu_seconds", []):
+        key3 = (host_of(r.labels), r.labels.get("ceph_daemon", "?"),
+                r.labels.get("thread_group", "?"))
+        figures.thread_groups[key3] = figures.thread_groups.get(key3, 0.0) + r.rate.per_second
 
 
 def mode_window(result: Mapping[str, Any], mode: str | None) -> Window | None:

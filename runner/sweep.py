@@ -65,12 +65,14 @@ from cephscope.runner.clients import (
     start_skew,
 )
 from cephscope.runner.crashpoints import Checkpoint, no_checkpoint
+from cephscope.runner.dry_run import DryRunInputs, change_lines
 from cephscope.runner.environment import capture as capture_environment
 from cephscope.runner.hostexec import HostExec, LocalHost
 from cephscope.runner.hygiene import Hygiene, HygieneOptions, quiet_gap_for
 from cephscope.runner.knobs.base import KnobError
 from cephscope.runner.knobs.ceph_config import ConfigManager, ConfigSnapshot
 from cephscope.runner.knobs.host import CLIENT_HOST, HostKnobs
+from cephscope.runner.metadata_names import metadata_problems
 from cephscope.runner.phase_metrics import MetricsServer, PhaseMetrics
 from cephscope.runner.pools import PoolManager
 from cephscope.runner.recovery import RecoverySpec, RecoveryTest
@@ -134,6 +136,8 @@ class SweepOptions:
     resume_dir: Path | None = None
     results_dir: Path | None = None
     dry_run: bool = False
+    # ssh options and sysctls outside the safe set (runner/spec_safety.py) are accepted
+    allow_unsafe_spec: bool = False
     conf: Path | None = None
     # how to reach the cluster when the caller decided it (the CLI builds it for --devcluster)
     target: CephTarget | None = None
@@ -245,7 +249,8 @@ class Sweep:
             text = path.read_text()
         except OSError as exc:
             raise SpecError([f"{path}: cannot read the spec: {exc.strerror}"]) from exc
-        spec = load_spec(path, text=text, benchmarks=self.benchmarks)
+        spec = load_spec(path, text=text, benchmarks=self.benchmarks,
+                         allow_unsafe=self.opts.allow_unsafe_spec)
         return spec, text
 
     def connect(self, spec: Spec) -> None:
@@ -360,6 +365,28 @@ class Sweep:
             self.log(f"{i:4d}  {s.id}  {s.benchmark:<10} it={s.iteration}  {params}  "
                      f"~{format_duration(est)}")
 
+    def _dry_run_inputs(self, spec: Spec, plan: Plan) -> DryRunInputs:
+        pools: list[str] = []
+        for step in plan.steps:
+            if step.pool_profile:
+                name = spec.pool_profiles[step.pool_profile].name
+            else:
+                rbd = getattr(self.benchmarks[step.benchmark], "pool_application", "") == "rbd"
+                name = self.opts.rbd_pool if rbd else self.opts.pool
+            data = step.params.get("data_pool_profile")
+            for pool in (name, spec.pool_profiles[data].name if data else None):
+                if pool and pool not in pools:
+                    pools.append(pool)
+        reachable = self.config is not None and not any(
+            n.startswith("cluster not reachable") for n in plan.notes)
+        return DryRunInputs(
+            spec=spec, steps=plan.steps, restart_options=plan.restart_options,
+            config=self.config if reachable else None,
+            host_knobs=self.host_knobs if reachable else None,
+            restart=self.config.restarter.method if self.config is not None else None,
+            hygiene=self.opts.hygiene, clients=self.clients, host_for=self.host_for,
+            pools=pools)
+
     # ---- the run -------------------------------------------------------------------------------
 
     def run(self) -> int:
@@ -367,10 +394,13 @@ class Sweep:
         for w in spec.warnings:
             print(f"warning: {w}", file=sys.stderr, flush=True)
         self.connect(spec)
+        self._refuse_untrusted_names()
         self._check_releases(spec)
         if self.opts.dry_run:
             plan = self.plan(spec, cluster_optional=True)
             self.print_plan(plan)
+            for line in change_lines(self._dry_run_inputs(spec, plan)):
+                self.log(line)
             if _searches(spec):
                 for line in live_search.expected(self._search_plan(spec, plan)):
                     self.log(line)
@@ -420,6 +450,28 @@ class Sweep:
                          f"restart(s), estimated {format_duration(plan.estimated_seconds)}; "
                          f"results in {path}")
         return self._execute(spec, plan, run_id)
+
+    def _refuse_untrusted_names(self) -> None:
+        """Before anything is run on a host or changed on the cluster: every OSD host and
+        device name in `osd metadata` must be a plain host / kernel device name. An OSD
+        reports what its host (a container's NODE_NAME) says; such a name becomes an ssh
+        destination and a path root writes to, so a cluster reporting anything else is
+        refused, naming the OSD and the name. A dry run without a reachable cluster has no
+        metadata to check (and runs nothing on OSD hosts)."""
+        if self.cli is None:
+            return
+        try:
+            metadata = self.cli.command("osd metadata")
+        except CephError:
+            if self.opts.dry_run:
+                return
+            raise
+        problems = metadata_problems(metadata if isinstance(metadata, list) else [])
+        if problems:
+            self.cli.close()
+            close_clients(self.clients, self.ssh_control_dir)
+            raise SweepError("refusing the cluster's osd metadata (nothing was run on any "
+                             "host or changed on the cluster): " + "; ".join(problems))
 
     def _restarting_osds(self) -> list[int]:
         if self.run_dir is None:

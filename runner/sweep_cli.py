@@ -30,7 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", type=Path, metavar="RUN_DIR",
                         help="finish an interrupted run: completed steps are kept, not redone")
     parser.add_argument("--dry-run", action="store_true",
-                        help="list the steps and the estimated duration; change nothing")
+                        help="list the steps, the estimated duration, and every change and "
+                             "command the sweep would make on every host; change nothing")
+    parser.add_argument("--allow-unsafe-spec", action="store_true",
+                        help="accept ssh options and sysctls outside the documented safe set "
+                             "(docs/security.md): a spec is code, run it only if you trust it")
     parser.add_argument("--results-dir", type=Path,
                         help="directory of this run (default ./results/<run-id>)")
     cluster = parser.add_argument_group("cluster")
@@ -157,7 +161,8 @@ def options_from_args(args: argparse.Namespace, target: CephTarget | None = None
     """Raises CrashPointError for a bad test hook value (see cephscope.runner.crashpoints)."""
     return SweepOptions(
         spec_path=args.spec, resume_dir=args.resume, results_dir=args.results_dir,
-        dry_run=args.dry_run, conf=args.conf, target=target,
+        dry_run=args.dry_run, allow_unsafe_spec=args.allow_unsafe_spec, conf=args.conf,
+        target=target,
         hygiene=HygieneOptions(drop_caches=args.drop_caches, scrub_guard=args.scrub_guard,
                                health_gate=args.health_gate,
                                idle_baseline_seconds=args.idle_baseline,

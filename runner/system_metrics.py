@@ -15,6 +15,7 @@ per-host table has a host dimension, named after the host when it is known.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -74,6 +75,25 @@ SYSTEM_QUERIES: Mapping[str, str] = {
 
 # queries of raw cumulative counters (deltas taken by the report, not rate()s)
 CUMULATIVE_QUERIES = frozenset({"osd_op_latency_bucket"})
+
+# Raw counters whose scrapes inside a step's window give its system figures (see
+# `window_rates`): pulled as range vectors, so every sample keeps its real scrape timestamp.
+COUNTER_SERIES: Mapping[str, str] = {
+    "cpu_seconds": "node_cpu_seconds_total",
+    "disk_io_time_seconds": "node_disk_io_time_seconds_total",
+    "disk_reads": "node_disk_reads_completed_total",
+    "disk_writes": "node_disk_writes_completed_total",
+    "disk_read_bytes": "node_disk_read_bytes_total",
+    "disk_written_bytes": "node_disk_written_bytes_total",
+    "disk_read_time_seconds": "node_disk_read_time_seconds_total",
+    "disk_write_time_seconds": "node_disk_write_time_seconds_total",
+    "nic_receive_bytes": "node_network_receive_bytes_total",
+    "nic_transmit_bytes": "node_network_transmit_bytes_total",
+    "osd_op": "ceph_osd_op",
+    "osd_op_latency_sum": "ceph_osd_op_latency_sum",
+    "osd_op_latency_count": "ceph_osd_op_latency_count",
+    "osd_thread_cpu_seconds": "cephscope_osd_thread_cpu_seconds_total",
+}
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 _DURATION_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800,
@@ -168,4 +188,38 @@ def pull_step_window(prometheus_url: str, start: float, end: float,
         except (requests.RequestException, ValueError, KeyError) as exc:
             entry["error"] = str(exc)
         out["queries"][name] = entry
+    out["counters"] = pull_counters(prometheus_url, start, end, timeout_seconds, unreachable)
     return out
+
+
+def pull_counters(prometheus_url: str, start: float, end: float,
+                  timeout_seconds: float = 20.0,
+                  unreachable: str | None = None) -> dict[str, Any]:
+    """Every raw sample of the COUNTER_SERIES scraped in [start, end] (a range vector evaluated
+    at `end`; one extra second of range, trimmed by the report, covers rounding). Once
+    Prometheus did not answer (`unreachable`: why), the rest is not asked."""
+    span_ms = math.ceil(max(0.0, end - start) * 1000) + 1000
+    counters: dict[str, Any] = {}
+    for name, selector in COUNTER_SERIES.items():
+        query = f"{selector}[{span_ms}ms]"
+        entry: dict[str, Any] = {"query": query}
+        if unreachable is not None:
+            entry["error"] = f"not asked: {unreachable}"
+            counters[name] = entry
+            continue
+        try:
+            resp = requests.get(f"{prometheus_url.rstrip('/')}/api/v1/query",
+                                params={"query": query, "time": f"{end:.3f}"},
+                                timeout=timeout_seconds)
+            body = resp.json()
+            if body.get("status") == "success":
+                entry["result"] = body["data"]["result"]
+            else:
+                entry["error"] = body.get("error", f"HTTP {resp.status_code}")
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            entry["error"] = str(exc)
+            unreachable = f"Prometheus at {prometheus_url} did not answer {name}: {exc}"
+        except (requests.RequestException, ValueError, KeyError) as exc:
+            entry["error"] = str(exc)
+        counters[name] = entry
+    return counters

@@ -12,7 +12,9 @@ The OSD's pid comes from the admin socket itself (SO_PEERCRED of the connection,
 :meth:`DaemonSession.pid`); it is checked to be a ``ceph-osd`` under ``--collector.threads.
 proc-root``. When the exporter cannot see the OSD's pid (another pid namespace) it falls back
 to the one ``ceph-osd`` process under the proc root whose command line has ``--id N`` /
-``-i N``; several matches (several clusters on one host) are an error, never a guess.
+``-i N`` and whose effective uid owns the admin socket (any local user can start a process
+whose argv looks like an OSD's; only the daemon's own user can own its socket); several
+matches (several clusters on one host) are an error, never a guess.
 
 ``cephscope_osd_thread_cpu_seconds_total`` is a counter: threads come and go, so the CPU
 time of threads that exited since the last scrape is kept per group (as last seen), and
@@ -157,8 +159,33 @@ def is_osd_process(proc_root: str | os.PathLike[str], pid: int) -> bool:
     return comm == OSD_COMM
 
 
-def find_osd_pid(proc_root: str | os.PathLike[str], osd_id: str) -> int:
-    """The pid of the one ``ceph-osd --id <osd_id>`` under ``proc_root``."""
+def effective_uid(proc_root: str | os.PathLike[str], pid: int | str) -> int | None:
+    """The process's effective uid from ``status`` (None if it cannot be read).
+
+    Not the owner of /proc/<pid>: that is root for a process that changed its uid and is
+    not dumpable.
+    """
+    try:
+        status = _read(f"{os.fspath(proc_root)}/{pid}/status")
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("Uid:"):
+            fields = line.split()
+            return int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else None
+    return None
+
+
+def socket_owner(asok_path: str) -> int:
+    """The uid owning an admin socket (raises ValueError if it cannot be read)."""
+    try:
+        return os.lstat(asok_path).st_uid
+    except OSError as err:
+        raise ValueError(f"{asok_path}: cannot read the socket's owner: {err.strerror}") from None
+
+
+def find_osd_pid(proc_root: str | os.PathLike[str], osd_id: str, owner_uid: int) -> int:
+    """The pid of the one ``ceph-osd --id <osd_id>`` under ``proc_root`` run by ``owner_uid``."""
     root = Path(proc_root)
     matches = []
     try:
@@ -167,11 +194,13 @@ def find_osd_pid(proc_root: str | os.PathLike[str], osd_id: str) -> int:
         raise ValueError(f"{root}: cannot list processes: {err}") from None
     for pid in entries:
         argv = _cmdline(root, pid)
-        if argv and os.path.basename(argv[0]) == OSD_COMM and _osd_id_of(argv) == osd_id:
+        if (argv and os.path.basename(argv[0]) == OSD_COMM and _osd_id_of(argv) == osd_id
+                and effective_uid(root, pid) == owner_uid):
             matches.append(int(pid))
     if len(matches) != 1:
         found = "no" if not matches else f"{len(matches)} ({sorted(matches)})"
-        raise ValueError(f"{found} ceph-osd processes with --id {osd_id} under {root}")
+        raise ValueError(f"{found} ceph-osd processes with --id {osd_id} of uid {owner_uid} "
+                         f"(the admin socket's owner) under {root}")
     return matches[0]
 
 
@@ -276,14 +305,16 @@ class ThreadsCollector(DaemonCollector):
         if pid and is_osd_process(self.proc_root, pid):
             return int(pid)
         # Fallback: scanning every process's command line is costly, so the pid found is
-        # kept for as long as it is still that OSD.
+        # kept for as long as it is still that OSD, run by the socket's owner.
+        owner = socket_owner(session.daemon.asok_path)
         with self._lock:
             account = self._accounts.get(session.daemon.name)
-        if account is not None and is_osd_process(self.proc_root, account.pid) and _osd_id_of(
-            _cmdline(Path(self.proc_root), str(account.pid))
-        ) == session.daemon.id:
+        if (account is not None and is_osd_process(self.proc_root, account.pid)
+                and _osd_id_of(_cmdline(Path(self.proc_root), str(account.pid)))
+                == session.daemon.id
+                and effective_uid(self.proc_root, account.pid) == owner):
             return account.pid
-        return find_osd_pid(self.proc_root, session.daemon.id)
+        return find_osd_pid(self.proc_root, session.daemon.id, owner)
 
     def collect_daemon(self, session: DaemonSession, sink: MetricSink) -> None:
         pid = self.osd_pid(session)

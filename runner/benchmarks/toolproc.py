@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cephscope import host_commands
 from cephscope.runner.benchmarks.base import BenchmarkError
 from cephscope.runner.hostexec import HostExec, is_local
 
@@ -139,7 +140,7 @@ def resolve_tool(name_or_path: str) -> str:
     """Absolute path of a tool, or a clear error when it is not installed."""
     found = shutil.which(name_or_path)
     if found is None:
-        package = "ceph-common" if Path(name_or_path).name in ("rados", "rbd") else name_or_path
+        package = host_commands.package_of(Path(name_or_path).name)
         raise BenchmarkError(
             f"tool {name_or_path!r} not found on PATH; install it (Debian: apt-get install {package})"
         )

@@ -85,14 +85,19 @@ class ConfigSnapshot:
 
     db: dict[str, str | None]  # option -> value set in section osd, None = not set
     running: dict[str, dict[str, str]]  # option -> {"osd.N": running value}
+    # option -> {"osd.N": {"value": what the OSD really uses, "from": the option it came
+    # from}}: a 0 that stands for the _hdd/_ssd variant resolved (see effective_values)
+    effective: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"db": self.db, "running": self.running}
+        return {"db": self.db, "running": self.running, "effective": self.effective}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ConfigSnapshot:
         return cls(db=dict(d.get("db", {})), running={k: dict(v) for k, v in
-                                                       d.get("running", {}).items()})
+                                                       d.get("running", {}).items()},
+                   effective={k: {o: dict(e) for o, e in v.items()}
+                              for k, v in (d.get("effective") or {}).items()})
 
 
 class ConfigManager:
@@ -283,7 +288,49 @@ class ConfigManager:
         options = sorted(set(options))
         snap = ConfigSnapshot(db=self.db_values(options), running=self.running_values(options))
         self.remember_started_values([o for o in options if self.needs_restart(o)])
+        try:
+            snap.effective = self.effective_values(snap.running)
+        except CephError as exc:
+            # a report without the resolved baseline is still a report: never fail the sweep
+            self.log(f"effective pre-sweep values unknown: {exc}")
         return snap
+
+    def effective_values(self, running: Mapping[str, Mapping[str, str]]
+                         ) -> dict[str, dict[str, dict[str, str]]]:
+        """What every OSD really runs with: an option at 0 whose `_hdd`/`_ssd` variants exist
+        (osd_op_num_shards, osd_op_num_threads_per_shard, ...) means the variant for the OSD's
+        store (`rotational` in its metadata: what the OSD itself decides by), read from the
+        OSD; any other value is its own effective value."""
+        rotational: dict[str, bool] | None = None
+        out: dict[str, dict[str, dict[str, str]]] = {}
+        for option, per_osd in running.items():
+            for daemon, value in per_osd.items():
+                entry = {"value": str(value), "from": option}
+                if str(value) == "0" and self._has_variants(option):
+                    if rotational is None:
+                        rotational = self._rotational()
+                    kind = "hdd" if rotational.get(daemon, True) else "ssd"
+                    variant = f"{option}_{kind}"
+                    entry = {"value": self.running_value(int(daemon.split(".", 1)[1]), variant),
+                             "from": variant}
+                out.setdefault(option, {})[daemon] = entry
+        return out
+
+    def _has_variants(self, option: str) -> bool:
+        try:
+            self.option_info(f"{option}_hdd")
+            self.option_info(f"{option}_ssd")
+        except CephError:
+            return False
+        return True
+
+    def _rotational(self) -> dict[str, bool]:
+        """osd.N -> whether its object store is on a rotational device (OSD metadata)."""
+        found = {}
+        for meta in self.cli.command("osd metadata") or []:
+            if isinstance(meta, dict) and "id" in meta:
+                found[f"osd.{meta['id']}"] = str(meta.get("rotational", "1")) == "1"
+        return found
 
     # ---- changes -------------------------------------------------------------------------------
 

@@ -29,6 +29,11 @@ from cephscope.runner.knobs.base import (
     key_of,
     kind_of,
 )
+from cephscope.runner.metadata_names import (
+    device_name_problem,
+    devices_of,
+    host_name_problem,
+)
 from cephscope.runner.spec import QUEUE_ATTRIBUTE, SYSCTL_NAME
 
 CLIENT_HOST = "local"  # benchmarks run on this machine unless the sweep has clients
@@ -117,6 +122,12 @@ class OsdDevices:
                     continue
                 osd = f"osd.{entry.get('id')}"
                 host = str(entry.get("hostname") or "")
+                # the metadata is the OSD host's word: a name that is not a host name never
+                # becomes an ssh destination (the sweep refuses such a cluster at start; this
+                # holds for every other user of the device map too)
+                refused = host_name_problem(osd, host) if host else None
+                if refused:
+                    raise CephError(refused)
                 devices = self._devices(osd, host, entry)
                 found.setdefault(host, [])
                 found[host] += [d for d in devices if d not in found[host]]
@@ -125,7 +136,11 @@ class OsdDevices:
 
     def _devices(self, osd: str, host: str, entry: Mapping[str, Any]) -> list[str]:
         if not isinstance(self.host_for(host), LocalHost):
-            devices = [d for d in str(entry.get("devices") or "").split(",") if d]
+            devices = devices_of(entry)
+            refused = [p for p in (device_name_problem(osd, d) for d in devices) if p]
+            if refused:
+                # becomes /sys/block/<name>/queue/…, written by root: no path of the host's choosing
+                raise CephError("; ".join(refused))
             if not devices:
                 self.problems.append(f"{osd} on {host}: osd metadata lists no devices")
             return devices

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cephscope.runner.baseline import pre_sweep_values
 from cephscope.runner.search.engine import metric_key
 from cephscope.runner.search.measure import result_metrics
 from cephscope.runner.search.pareto import pareto_front
@@ -185,13 +186,13 @@ def _baseline(rd: Any, axes: Sequence[str], runs: Mapping[Candidate, Any],
             raise AnalysisError(f"--baseline {given}: matches {len(match)} measured "
                                 f"configurations; name one value for every axis")
         return match[0], "the configuration given with --baseline"
-    pre = rd.read_pre_sweep_config() or {}
-    running = {f"ceph_config.{o}": set(v.values()) for o, v in pre.get("running", {}).items()}
-    current = {a: next(iter(v)) for a, v in running.items() if len(v) == 1}
+    before = pre_sweep_values(rd.read_pre_sweep_config())
+    # compared by what the OSDs ran with: a 0 that means the _hdd/_ssd variant is resolved
+    current = {f"ceph_config.{o}": v.effective for o, v in before.items()}
+    shown = ", ".join(v.text() for _o, v in sorted(before.items()))
     match = [c for c in runs if all(a in current and str(v) == str(current[a]) for a, v in c)]
     if match:
-        return match[0], "the cluster's values before the sweep"
-    shown = ", ".join(f"{a.rsplit('.', 1)[-1]}={v}" for a, v in sorted(current.items()))
+        return match[0], f"the cluster's values before the sweep: {shown}"
     return None, (f"the cluster's values before the sweep ({shown or 'unknown'}) were not "
                   f"among the measured configurations; give one with --baseline AXIS=VALUE,...")
 

@@ -65,6 +65,11 @@ OPTIONS = {
                           "flags": ["startup"]},
     "osd_max_backfills": {"type": "uint", "default": 1, "can_update_at_runtime": True,
                           "flags": ["runtime"]},
+    # what osd_op_num_shards = 0 stands for, by the OSD's store (Pacific's defaults)
+    "osd_op_num_shards_hdd": {"type": "int", "default": 5, "can_update_at_runtime": False,
+                              "flags": ["startup"]},
+    "osd_op_num_shards_ssd": {"type": "int", "default": 8, "can_update_at_runtime": False,
+                              "flags": ["startup"]},
 }
 
 
@@ -90,6 +95,10 @@ class FakeCluster:
         self.restart_error: str | None = None  # the restart method fails with this
         self.pools: dict[str, dict[str, Any]] = {}
         self.limited_to: float | None = None
+        # `osd metadata`: what each OSD's host reports (a test makes it hostile)
+        self.metadata: list[dict[str, Any]] = [
+            {"id": i, "hostname": "osd-host", "devices": "sda"} for i in range(osds)]
+        self.rotational: set[int] = set()  # OSDs whose store is on a rotational device
 
     # the CephCli surface the manager uses
     def limit_to(self, seconds: float | None) -> None:
@@ -103,6 +112,9 @@ class FakeCluster:
             if args["key"] not in OPTIONS:
                 raise CephError("`ceph config help` failed: ENOENT")
             return {"name": args["key"], **OPTIONS[args["key"]]}
+        if prefix == "osd metadata":
+            return [{**m, "rotational": "1" if m["id"] in self.rotational else "0"}
+                    for m in self.metadata]
         if prefix == "osd dump":
             return {"epoch": self.epoch, "osds": [
                 {"osd": i, "up": int(i not in self.stopped), "in": 1, "up_from": o["up_from"]}

@@ -112,8 +112,8 @@ def _collector(proc_root: Path) -> ThreadsCollector:
 
 
 class _Session:
-    def __init__(self, name: str, pid: int | None) -> None:
-        self.daemon = Daemon(name, "osd", name.split(".")[1], "ceph", "/nonexistent")
+    def __init__(self, name: str, pid: int | None, asok: str = "/nonexistent") -> None:
+        self.daemon = Daemon(name, "osd", name.split(".")[1], "ceph", asok)
         self.daemon_label = render_labels({"ceph_daemon": name})
         self._pid = pid
 
@@ -224,18 +224,68 @@ def test_restarted_osd_starts_a_new_account(tmp_path: Path) -> None:
     assert _cpu(second, "osd.0", "tp_osd_tp") == 0  # a counter reset, not exited-thread credit
 
 
+CAPTURED_UID = 0  # the captured OSDs ran as root (Uid line of their status)
+
+
 def test_pid_lookup_by_command_line(tmp_path: Path) -> None:
     pids = osd_pids(AFTER)
-    assert find_osd_pid(AFTER, "0") == pids["0"]
-    assert find_osd_pid(AFTER, "1") == pids["1"]
+    assert find_osd_pid(AFTER, "0", CAPTURED_UID) == pids["0"]
+    assert find_osd_pid(AFTER, "1", CAPTURED_UID) == pids["1"]
     with pytest.raises(ValueError, match="no ceph-osd processes with --id 7"):
-        find_osd_pid(AFTER, "7")
+        find_osd_pid(AFTER, "7", CAPTURED_UID)
     # Two clusters on one host, both with an osd.0: refuse to guess.
     root = tmp_path / "proc"
     shutil.copytree(AFTER, root)
     shutil.copytree(AFTER / str(pids["0"]), root / "99999")
     with pytest.raises(ValueError, match=r"2 \(\[\d+, 99999\]\) ceph-osd processes with --id 0"):
-        find_osd_pid(root, "0")
+        find_osd_pid(root, "0", CAPTURED_UID)
+
+
+def _spoof(root: Path, template_pid: int, pid: int, uid: int) -> None:
+    """A process of ``uid`` whose argv, comm and threads are a copy of a real OSD's."""
+    shutil.copytree(AFTER / str(template_pid), root / str(pid))
+    status = root / str(pid) / "status"
+    status.write_text("".join(
+        f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}\n" if line.startswith("Uid:") else line
+        for line in status.read_text().splitlines(keepends=True)
+    ))
+
+
+def test_fallback_ignores_processes_not_run_by_the_sockets_owner(tmp_path: Path) -> None:
+    pids = osd_pids(AFTER)
+    root = tmp_path / "proc"
+    shutil.copytree(AFTER, root)
+    # Another local user starts "ceph-osd --id 0" (any argv can be faked).
+    _spoof(root, pids["0"], 99999, uid=1000)
+    asok = tmp_path / "ceph-osd.0.asok"
+    asok.touch()
+    assert asok.stat().st_uid == CAPTURED_UID
+    assert find_osd_pid(root, "0", CAPTURED_UID) == pids["0"]
+    collector = _collector(root)
+    values = _collect(collector, _Session("osd.0", None, str(asok)))
+    expected = len(read_process(root, pids["0"], PAGE).threads)
+    assert values['cephscope_osd_threads{ceph_daemon="osd.0"}'] == expected
+    # The socket belongs to uid 1000: the real (root) OSD is not taken for it, nor is
+    # anything taken when the owner cannot be read.
+    with pytest.raises(ValueError, match=r"of uid 1000 \(the admin socket's owner\)"):
+        find_osd_pid(root, "1", 1000)
+    with pytest.raises(ValueError, match="cannot read the socket's owner"):
+        _collect(_collector(root), _Session("osd.1", None, str(tmp_path / "gone.asok")))
+
+
+def test_kept_fallback_pid_is_dropped_when_its_owner_changes(tmp_path: Path) -> None:
+    pids = osd_pids(AFTER)
+    root = tmp_path / "proc"
+    shutil.copytree(AFTER, root)
+    asok = tmp_path / "ceph-osd.1.asok"
+    asok.touch()
+    collector = _collector(root)
+    _collect(collector, _Session("osd.1", None, str(asok)))
+    # The OSD exits and another user's look-alike gets its pid: scan again, find nothing.
+    shutil.rmtree(root / str(pids["1"]))
+    _spoof(root, pids["1"], pids["1"], uid=1000)
+    with pytest.raises(ValueError, match="no ceph-osd processes with --id 1 of uid 0"):
+        _collect(collector, _Session("osd.1", None, str(asok)))
 
 
 def test_socket_pid_is_used_when_it_is_an_osd() -> None:
@@ -278,20 +328,22 @@ def test_fallback_pid_is_kept_while_it_is_still_that_osd(
     scans: list[str] = []
     real_find = threads_module.find_osd_pid
 
-    def counting_find(proc_root: Any, osd_id: str) -> int:
+    def counting_find(proc_root: Any, osd_id: str, owner_uid: int) -> int:
         scans.append(osd_id)
-        return real_find(proc_root, osd_id)
+        return real_find(proc_root, osd_id, owner_uid)
 
     monkeypatch.setattr(threads_module, "find_osd_pid", counting_find)
     collector = _collector(root)
+    asok = tmp_path / "ceph-osd.1.asok"
+    asok.touch()
     for _ in range(3):  # the socket's pid is not visible: fallback to command lines
-        values = _collect(collector, _Session("osd.1", None))
+        values = _collect(collector, _Session("osd.1", None, str(asok)))
     assert scans == ["1"], "one scan, then the kept pid"
     assert values['cephscope_osd_threads{ceph_daemon="osd.1"}'] > 10
     # osd.1 went away (its pid is gone): scan again, and fail clearly.
     shutil.rmtree(root / str(pids["1"]))
     with pytest.raises(ValueError, match="no ceph-osd processes with --id 1"):
-        _collect(collector, _Session("osd.1", None))
+        _collect(collector, _Session("osd.1", None, str(asok)))
     assert scans == ["1", "1"]
 
 

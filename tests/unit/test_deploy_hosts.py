@@ -4,8 +4,11 @@ command that enters a host. Nothing here creates a namespace."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ import yaml
 
 from cephscope.deploy.devcluster import DevCluster, DevClusterError
 from cephscope.deploy.devconf import ConfNetwork, render_conf
-from cephscope.deploy.hostdaemons import HostDaemons
+from cephscope.deploy.hostdaemons import HostDaemonError, HostDaemons
 from cephscope.deploy.hosts import (
     IFNAMSIZ,
     HostNetworkError,
@@ -128,7 +131,8 @@ def test_ssh_files_and_targets(tmp_path: Path) -> None:
         pytest.fail("ssh-keygen missing (openssh-client)")
     plan = plan_hosts(tmp_path, hosts=2, clients=1, public_subnet="10.250.9.0/24",
                       cluster_subnet="10.251.9.0/24")
-    daemons = HostDaemons(tmp_path, plan, tmp_path / "ceph.conf", lambda name: tmp_path / "run" / name)
+    daemons = HostDaemons(tmp_path, plan, tmp_path / "ceph.conf", lambda name: tmp_path / "run" / name,
+                          keys_root=tmp_path / "keys")
     daemons.write_ssh_files()
     config = daemons.ssh_config.read_text()
     assert "Host client1\n  HostName 10.250.9.101\n" in config
@@ -167,3 +171,79 @@ def test_stack_scrapes_file_sd_targets_instead_of_a_local_exporter(tmp_path: Pat
     proc = subprocess.run(["promtool", "check", "config", "--syntax-only", str(path)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _one_host_daemons(state: Path, keys_root: Path | None = None) -> HostDaemons:
+    plan = plan_hosts(state, hosts=1, clients=0, public_subnet="10.250.9.0/24",
+                      cluster_subnet="10.251.9.0/24")
+    extra = {"keys_root": keys_root} if keys_root is not None else {}
+    return HostDaemons(state, plan, state / "ceph.conf", lambda name: state / "run" / name,
+                       **extra)
+
+
+@pytest.mark.parametrize("made_by", ["another user", "group-writable", "symlink"])
+def test_ssh_dir_someone_else_could_have_filled_is_refused(tmp_path: Path, made_by: str) -> None:
+    # Whoever can put a key in it logs in to every dev host as root.
+    ssh_dir = tmp_path / "ssh"
+    if made_by == "symlink":
+        (tmp_path / "elsewhere").mkdir(mode=0o700)
+        ssh_dir.symlink_to(tmp_path / "elsewhere")
+    else:
+        ssh_dir.mkdir(mode=0o700)
+        if made_by == "another user":
+            os.chown(ssh_dir, 1000, 1000)
+        else:
+            ssh_dir.chmod(0o770)
+    daemons = _one_host_daemons(tmp_path, keys_root=tmp_path / "keys")
+    with pytest.raises(HostDaemonError, match=f"{ssh_dir} (belongs to uid 1000|has mode 0770|"
+                                              "is not a directory)"):
+        daemons.write_ssh_files()
+    assert not (tmp_path / "elsewhere" / "id_ed25519").exists()
+    assert not (daemons.authorized_keys).exists()
+
+
+def test_sshd_keeps_strict_modes_and_accepts_the_key_with_the_state_dir_under_tmp(
+    tmp_path: Path,
+) -> None:
+    sshd = Path("/usr/sbin/sshd")
+    assert sshd.exists() and shutil.which("ssh"), "openssh-server/-client missing (install.sh)"
+    state = tmp_path / "state"  # under /tmp (mode 1777): StrictModes refuses keys below it
+    state.mkdir()
+    daemons = _one_host_daemons(state)
+    daemons.write_ssh_files()
+    (host,) = daemons.plan.hosts
+    config = (daemons.ssh_dir / "hosts" / host.name / "sshd_config").read_text()
+    assert "StrictModes" not in config  # sshd's default: yes
+    assert daemons.authorized_keys.is_relative_to(Path("/run"))
+    # The host's sshd as written, but on 127.0.0.1 (no namespace in a unit test).
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    local = tmp_path / "sshd_config"
+    local.write_text("".join(
+        f"ListenAddress 127.0.0.1:{port}\n" if line.startswith("ListenAddress ")
+        else f"PidFile {tmp_path / 'sshd.pid'}\n" if line.startswith("PidFile ") else line
+        for line in config.splitlines(keepends=True)))
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
+    log = tmp_path / "sshd.log"
+    proc = subprocess.Popen([str(sshd), "-D", "-e", "-f", str(local)],
+                            stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            with socket.socket() as client:
+                if client.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        login = subprocess.run(
+            ["ssh", "-F", str(daemons.ssh_config), "-o", "BatchMode=yes", "-o",
+             "HostName=127.0.0.1", "-o", f"Port={port}", "-o", f"HostKeyAlias={host.name}",
+             host.name, "true"],
+            capture_output=True, text=True, timeout=30)
+        assert login.returncode == 0, login.stderr + log.read_text()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        daemons.stop()
+    assert not daemons.authorized_keys.parent.exists()

@@ -61,3 +61,23 @@ def test_sysctls_of_interfaces_that_came_and_went_are_not_differences():
     assert [c["path"] for c in diff(ENV, other)] == [
         "hosts/vm/sysctl/net.ipv4.conf.all.forwarding", "hosts/vm/nics/br7/mtu",
         "hosts/vm/nics/br7/speed_mbps"]
+
+
+def test_capture_never_reads_a_device_path_that_is_not_a_device_name(tmp_path):
+    """A `devices` entry like ../../../root would make root's `grep -r` copy whatever it
+    reaches into environment.json: it is recorded as an error and never read."""
+    from cephscope.runner.environment import capture_host
+    from cephscope.runner.hostexec import LocalHost
+
+    ran: list[list[str]] = []
+
+    class Recording(LocalHost):
+        def run(self, argv, **kw):  # type: ignore[no-untyped-def]
+            ran.append(list(argv))
+            return super().run(argv, **kw)
+
+    found = capture_host(Recording(), ["../../../root", "loop0"])
+    queues = found["block_queues"]
+    assert "not a kernel device name" in queues["../../../root"]["error"]
+    assert not [a for a in ran if any(".." in x for x in a)]
+    assert ["grep", "-rH", ".", "/sys/block/loop0/queue"] in ran

@@ -7,6 +7,7 @@ import shutil
 import ssl
 import subprocess
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -85,6 +86,70 @@ def test_basic_auth_with_bcrypt(one_osd: FakeCluster, tmp_path: Path) -> None:
         stop(server)
 
 
+def _basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def _users_config(tmp_path: Path, password: bytes, rounds: int) -> Path:
+    hashed = bcrypt.hashpw(password, bcrypt.gensalt(rounds=rounds)).decode()
+    config = tmp_path / "web.yml"
+    config.write_text(f"basic_auth_users:\n  prom: '$2y${hashed[4:]}'\n")
+    return config
+
+
+def test_unknown_user_costs_the_same_bcrypt_check_as_a_wrong_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = load_web_config(str(_users_config(tmp_path, b"s3cret", rounds=10)))
+    costs: list[int] = []
+    real_checkpw = bcrypt.checkpw
+
+    def spy(password: bytes, hashed: bytes) -> bool:
+        costs.append(int(hashed[4:6]))
+        return real_checkpw(password, hashed)
+
+    monkeypatch.setattr(bcrypt, "checkpw", spy)
+
+    def best_of_three(header: str) -> float:
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            assert not config.check_authorization(header)
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    wrong = best_of_three(_basic("prom", "wrong"))
+    unknown = best_of_three(_basic("mallory", "wrong"))
+    assert costs == [10] * 6, "every refusal is one bcrypt check at the configured cost"
+    assert unknown > wrong / 3, f"unknown user {unknown * 1e3:.1f} ms, wrong password {wrong * 1e3:.1f} ms"
+
+
+def test_password_over_72_bytes_is_401_not_a_truncated_match_or_a_crash(
+    one_osd: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    password = "p" * 72  # bcrypt's limit: bcrypt < 5 compares only these 72 bytes
+    server = serve(one_osd.dir, "--web.config.file",
+                   str(_users_config(tmp_path, password.encode(), rounds=4)))
+    url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    try:
+        assert get(url, {"Authorization": _basic("prom", password)})[0] == 200
+        assert get(url, {"Authorization": _basic("prom", password + "extra")})[0] == 401
+        # bcrypt >= 5 raises on such a password: never called with one, so no dropped
+        # connection and no traceback either.
+        real_checkpw = bcrypt.checkpw
+
+        def bcrypt5(secret: bytes, hashed: bytes) -> bool:
+            if len(secret) > 72:
+                raise ValueError("password cannot be longer than 72 bytes")
+            return real_checkpw(secret, hashed)
+
+        monkeypatch.setattr(bcrypt, "checkpw", bcrypt5)
+        assert get(url, {"Authorization": _basic("prom", password + "x" * 100)})[0] == 401
+        assert get(url, {"Authorization": _basic("nobody", "x" * 100)})[0] == 401
+    finally:
+        stop(server)
+
+
 def test_tls(one_osd: FakeCluster, tmp_path: Path) -> None:
     openssl = shutil.which("openssl")
     assert openssl, "openssl is needed to make a test certificate"
@@ -113,6 +178,13 @@ def test_tls(one_osd: FakeCluster, tmp_path: Path) -> None:
     [
         ("basic_auth_user:\n  a: b\n", "unknown key"),
         ("basic_auth_users:\n  a: plain\n", "not a bcrypt hash"),
+        ("basic_auth_users:\n  a: '$2y$10$tooshort'\n", "not a bcrypt hash"),
+        ("basic_auth_users:\n  a: '$2y$10$" + "!" * 53 + "'\n", "not a bcrypt hash"),
+        ("basic_auth_users:\n  a: '$2y$99$" + "a" * 53 + "'\n", "cost 99 outside"),
+        ("basic_auth_users:\n", "non-empty mapping"),
+        ("basic_auth_users: {}\n", "non-empty mapping"),
+        ("basic_auth_users: []\n", "non-empty mapping"),
+        ("http_server_config:\n  headers: {X-A: [1]}\n", "headers must be a mapping"),
         ("tls_server_config:\n  cert_file: x.pem\n", "key_file is required"),
         ("tls_server_config:\n  cert_file: x.pem\n  key_file: y.pem\n", "cannot load"),
         ("tls_server_config:\n  cert_file: a\n  key_file: b\n  min_version: TLS9\n",

@@ -250,6 +250,57 @@ def test_bad_requests(cluster: FakeCluster) -> None:
         stop(server)
 
 
+def _exchange(port: int, raw: bytes) -> tuple[bytes, bool]:
+    """Send raw bytes on one connection; (everything read, whether the server closed it)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(raw)
+        sock.settimeout(1)
+        reply = b""
+        try:
+            while chunk := sock.recv(65536):
+                reply += chunk
+        except TimeoutError:
+            return reply, False
+    return reply, True
+
+
+@pytest.mark.parametrize(
+    "framing",
+    [b"Content-Length: 44\r\n", b"Transfer-Encoding: chunked\r\n",
+     b"Content-Length: x\r\n", b"Content-Length: 0\r\nContent-Length: 44\r\n"],
+)
+@pytest.mark.parametrize("method", [b"GET", b"HEAD"])
+def test_get_or_head_with_a_body_is_refused_and_closed(
+    cluster: FakeCluster, method: bytes, framing: bytes
+) -> None:
+    # The "body" is itself a request: served as one, it would desync a proxy in front.
+    smuggled = b"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+    body = smuggled if b"chunked" not in framing else (
+        f"{len(smuggled):x}\r\n".encode() + smuggled + b"\r\n0\r\n\r\n")
+    server = serve(cluster.dir)
+    port = server.server_address[1]
+    try:
+        reply, closed = _exchange(
+            port, method + b" / HTTP/1.1\r\nHost: x\r\n" + framing + b"\r\n" + body)
+        assert reply.startswith(b"HTTP/1.1 400 "), reply[:100]
+        assert reply.count(b"HTTP/1.1 ") == 1, "the body was answered as a second request"
+        assert closed
+    finally:
+        stop(server)
+
+
+def test_get_with_content_length_zero_is_served_and_kept_alive(cluster: FakeCluster) -> None:
+    server = serve(cluster.dir)
+    port = server.server_address[1]
+    try:
+        reply, closed = _exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+                                  b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert reply.startswith(b"HTTP/1.1 200 ") and b"HTTP/1.1 404 " in reply
+        assert not closed
+    finally:
+        stop(server)
+
+
 def test_colon_port_listens_on_every_interface_in_a_private_netns(tmp_path: Path) -> None:
     assert shutil.which("unshare"), "util-linux unshare is needed (Debian: util-linux)"
     # A fresh network namespace: "every interface" is its own loopback only.

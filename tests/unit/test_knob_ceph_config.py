@@ -177,3 +177,19 @@ def test_apply_waits_for_an_osd_that_does_not_answer_for_a_moment():
     report = cm.apply({"osd_max_backfills": 3})
     assert report.verified["osd.2"]["osd_max_backfills"] == "3"
     assert cluster.silent_answers == 0
+
+
+def test_snapshot_resolves_zero_to_the_variant_of_each_osds_store():
+    cluster = FakeCluster()
+    cluster.rotational = {1}
+    cm = manager(cluster)
+    snap = cm.snapshot(["osd_op_num_shards", "osd_max_backfills"])
+    assert snap.running["osd_op_num_shards"] == {"osd.0": "0", "osd.1": "0", "osd.2": "0"}
+    shards = snap.effective["osd_op_num_shards"]
+    assert shards["osd.0"] == {"value": "8", "from": "osd_op_num_shards_ssd"}
+    assert shards["osd.1"] == {"value": "5", "from": "osd_op_num_shards_hdd"}
+    # an option without variants is its own effective value
+    assert snap.effective["osd_max_backfills"]["osd.2"] == {"value": "1",
+                                                           "from": "osd_max_backfills"}
+    # stored and read back with the run (pre_sweep_config.json)
+    assert type(snap).from_dict(snap.to_dict()) == snap

@@ -147,3 +147,39 @@ def test_iosched_attribute_absent_before_the_sweep_is_not_put_back(root: Path):
     # an attribute that is not an iosched/ one and cannot be read stays an error
     with pytest.raises(KnobError, match="wbt_lat_usec"):
         k.snapshot(["block_queue.wbt_lat_usec"])
+
+
+def test_a_hostile_metadata_host_name_is_refused_before_any_host_is_run_on(tmp_path: Path):
+    """An OSD that reports an option-like hostname (a container's NODE_NAME) is refused,
+    naming it: no ssh is started for any host, not even for a read."""
+    from cephscope.runner.hostexec import SshHost
+
+    record = tmp_path / "ssh-calls"
+    fake_ssh = tmp_path / "ssh"
+    fake_ssh.write_text(f"#!/bin/sh\necho \"$@\" >> {record}\nexit 1\n")
+    fake_ssh.chmod(0o755)
+    metadata = [{"id": 3, "hostname": "-oProxyCommand=touch /tmp/x", "devices": "sda"}]
+    k = HostKnobs(Mon(metadata),  # type: ignore[arg-type]
+                  lambda host: SshHost(host, ssh_bin=str(fake_ssh)))
+    problems = k.validate({"osd_ra": [128], "sysctl.vm.swappiness": [10]})
+    assert problems and all("osd.3" in p and "'-oProxyCommand=touch /tmp/x'" in p
+                            for p in problems)
+    assert not record.exists()
+
+
+def test_a_device_path_from_remote_metadata_is_never_written(tmp_path: Path):
+    """A remote OSD host's `devices` like ../../../home/ceph/x would make root tee a file
+    outside /sys/block: refused, naming the OSD, before anything is read or written."""
+    from cephscope.runner.hostexec import SshHost
+
+    metadata = [{"id": 4, "hostname": "osd-host-2", "devices": "sda,../../../home/ceph/x"}]
+    record = tmp_path / "ssh-calls"
+    fake_ssh = tmp_path / "ssh"
+    fake_ssh.write_text(f"#!/bin/sh\necho \"$@\" >> {record}\nexit 1\n")
+    fake_ssh.chmod(0o755)
+    k = HostKnobs(Mon(metadata),  # type: ignore[arg-type]
+                  lambda host: SshHost(host, ssh_bin=str(fake_ssh)))
+    problems = k.validate({"osd_ra": [128]})
+    assert len(problems) == 1
+    assert "osd.4" in problems[0] and "'../../../home/ceph/x'" in problems[0]
+    assert not record.exists()

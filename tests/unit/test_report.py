@@ -58,8 +58,10 @@ def test_report_table_has_every_step_with_its_figures(tmp_path: Path) -> None:
         assert f"| {figures['latency_avg_seconds'] * 1e3:.2f} |" in line
         shards = result["axes"]["ceph_config.osd_op_num_shards"]
         assert f"| {shards} |" in line
-        # system metrics were stored by the sweep: CPU and a bottleneck verdict are there
-        assert "CPU (" in line or "disk " in line or "OSD op latency" in line or "outside" in line
+        # system metrics were stored by the sweep: CPU and a bottleneck tag are there (a tag
+        # in the table, the sentence in the step's detail)
+        tag = line.rstrip(" |").rsplit("| ", 1)[1]
+        assert tag in ("CPU", "OSD op path", "outside OSD") or tag.startswith(("disk ", "core ")), line
     header = next(ln for ln in md.splitlines() if ln.startswith("| step |"))
     assert "| osd_op_num_shards | osd_op_num_threads_per_shard |" in header
     assert "no latency percentiles" in md
@@ -347,3 +349,25 @@ def test_idle_baseline_without_its_metrics_adds_nothing(tmp_path: Path) -> None:
     run_dir = _copy("demo-a", tmp_path)
     RunDir(run_dir).update_state(idle_baseline={"start": 1.0, "end": 31.0})
     assert build_content(run_dir).idle is None  # recorded, but no Prometheus data for it
+
+
+def test_swept_values_are_the_x_ticks() -> None:
+    from cephscope.runner.report_plots import _pyplot, axis_title, place_axis
+
+    plt = _pyplot()
+    fig, (log2, categories) = plt.subplots(1, 2)
+    try:
+        # powers of two: a log2 axis whose ticks are exactly the swept values
+        where = place_axis(log2, [4, 1, 16, 1])
+        assert log2.get_xscale() == "log" and where == {1: 1.0, 4: 4.0, 16: 16.0}
+        assert [t.get_text() for t in log2.get_xticklabels()] == ["1", "4", "16"]
+        # anything else: one evenly spaced category per value, in order
+        where = place_axis(categories, [20, 1, 10, 5])
+        assert categories.get_xscale() == "linear" and where == {1: 0.0, 5: 1.0, 10: 2.0,
+                                                                 20: 3.0}
+        assert [t.get_text() for t in categories.get_xticklabels()] == ["1", "5", "10", "20"]
+    finally:
+        plt.close(fig)
+    assert axis_title("osd_op_num_shards") == "osd_op_num_shards (shards per OSD)"
+    assert axis_title("op_size") == "op_size (bytes)"
+    assert axis_title("pool_profile") == "pool_profile"

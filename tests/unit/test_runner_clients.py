@@ -288,3 +288,35 @@ def test_guard_never_starts_its_tool_when_the_runner_goes_before_go(tmp_path: Pa
     _out, err = proc.communicate(b"", timeout=30)  # EOF, no "go"
     assert proc.returncode == 255 and b"ready" in err and b"started" not in err
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("case", ["other owner", "group writable", "symlink"])
+def test_ssh_control_dir_made_by_someone_else_is_refused(tmp_path: Path, monkeypatch,
+                                                         case: str) -> None:
+    """Issue 23 finding 2: the socket dir's name is predictable; one that another user made
+    first (or a symlink, or one others can enter) is refused, naming the reason."""
+    import os
+    import tempfile
+
+    from cephscope.runner.clients import ClientsError, ssh_control_dir
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    run = tmp_path / "run"
+    made = ssh_control_dir(run)  # learn the name, then set the trap in its place
+    made.rmdir()
+    if case == "symlink":
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir(mode=0o700)
+        made.symlink_to(elsewhere)
+        reason = "not a directory"
+    else:
+        made.mkdir(mode=0o700)
+        if case == "group writable":
+            made.chmod(0o770)
+            reason = r"not private \(mode 770\)"
+        else:
+            real = os.geteuid()
+            monkeypatch.setattr(os, "geteuid", lambda: real + 1)
+            reason = f"owned by uid {real}, not by this user"
+    with pytest.raises(ClientsError, match=reason):
+        ssh_control_dir(run)

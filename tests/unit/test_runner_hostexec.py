@@ -32,11 +32,26 @@ def test_ssh_remote_line_is_one_quoted_argv(tmp_path):
     host = SshHost("client1", user="ceph", port=2222, identity_file=tmp_path / "id",
                    control_dir=tmp_path, options=["StrictHostKeyChecking=yes"])
     argv = host.argv([sys.executable, "-c", "import sys,json;print(json.dumps(sys.argv[1:]))", *HOSTILE])
-    assert argv[0] == "ssh" and "BatchMode=yes" in argv and argv[-3:-1] == ["client1", "--"]
+    assert argv[0] == "ssh" and "BatchMode=yes" in argv and argv[-3:-1] == ["--", "client1"]
     assert argv[argv.index("-l"):argv.index("-l") + 2] == ["-l", "ceph"]
     # sshd runs the remote line with the user's shell: do the same here.
     out = subprocess.run(["sh", "-c", argv[-1]], capture_output=True, check=True)
     assert json.loads(out.stdout) == HOSTILE
+
+
+def test_a_hostile_host_name_is_never_an_ssh_option(tmp_path):
+    """The destination follows `--`: a host name that looks like an option (an OSD's
+    metadata can report any NODE_NAME) is a destination OpenSSH refuses, never a
+    ProxyCommand run here. Checked with the real ssh client."""
+    marker = tmp_path / "pwned"
+    hostile = f"-oProxyCommand=touch {marker}"
+    host = SshHost(hostile, connect_timeout=2)
+    argv = host.argv(["sync"])
+    assert argv[-3:] == ["--", hostile, "sync"]
+    proc = host.run(["sync"], timeout=30, check=False)
+    assert proc.returncode != 0 and not marker.exists()
+    SshHost(hostile, control_dir=tmp_path).close()  # `ssh -O exit` takes the same care
+    assert not marker.exists()
 
 
 def test_host_exec_local_names():
@@ -63,7 +78,7 @@ def test_ssh_close_ends_the_master_with_the_same_options(tmp_path):
     fake.chmod(0o755)
     SshHost("client1", control_dir=tmp_path, ssh_bin=str(fake)).close()
     argv = record.read_text().splitlines()
-    assert argv[-3:] == ["-O", "exit", "client1"] and f"ControlPath={tmp_path}/%C" in argv
+    assert argv[-4:] == ["-O", "exit", "--", "client1"] and f"ControlPath={tmp_path}/%C" in argv
     record.unlink()
     SshHost("client1", ssh_bin=str(fake)).close()  # no master: nothing to end
     assert not record.exists()

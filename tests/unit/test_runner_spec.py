@@ -24,8 +24,9 @@ benchmarks:
 """
 
 
-def load(text: str):
-    return load_spec(Path("sweep.yaml"), text=textwrap.dedent(text), benchmarks=BENCHES)
+def load(text: str, allow_unsafe: bool = False):
+    return load_spec(Path("sweep.yaml"), text=textwrap.dedent(text), benchmarks=BENCHES,
+                     allow_unsafe=allow_unsafe)
 
 
 def errors(text: str) -> list[str]:
@@ -229,7 +230,7 @@ def test_cluster_hosts_and_ssh_settings():
       ssh_options: [ConnectionAttempts=2, "ProxyJump=jump.example"]
     benchmarks:
       radosbench: {time: 5}
-    """)
+    """, allow_unsafe=True)  # ProxyJump is outside the safe set
     h = spec.hosts
     assert h.clients == ("client1", "10.0.0.7") and h.user == "ceph" and h.ssh_port == 2222
     assert h.ssh_options == ("ConnectionAttempts=2", "ProxyJump=jump.example")
@@ -254,3 +255,112 @@ def test_cluster_hosts_bad_values_name_the_key(line, message):
       radosbench: {{time: 5}}
     """)
     assert any(message in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("option", "reason"),
+    [
+        ("ProxyCommand=nc", "ssh option ProxyCommand runs a command on this machine"),
+        ("LocalCommand=id", "ssh option LocalCommand runs a command on this machine"),
+        ("PermitLocalCommand=yes", "ssh option PermitLocalCommand lets LocalCommand run"),
+        ("StrictHostKeyChecking=no", "ssh option StrictHostKeyChecking turns off host key"),
+        ("UserKnownHostsFile=/dev/null", "ssh option UserKnownHostsFile replaces the known_hosts"),
+        ("ProxyJump=jump", "ssh option ProxyJump connects through another host"),
+        ("SendEnv=LANG", "ssh option SendEnv not in the safe set of ssh options"),
+    ],
+)
+def test_unsafe_ssh_options_need_allow_unsafe_spec(option, reason):
+    """Issue 23 finding 4: a spec's ssh option outside the safe set is refused at load with a
+    one-line reason naming the key, unless --allow-unsafe-spec."""
+    text = f"""\
+    cluster:
+      clients: [client1]
+      ssh_options: [ConnectTimeout=5, "{option}"]
+    benchmarks:
+      radosbench: {{time: 5}}
+    """
+    problems = errors(text)
+    assert len(problems) == 1 and "cluster.ssh_options[1]" in problems[0]
+    assert reason in problems[0] and "--allow-unsafe-spec" in problems[0]
+    assert "\n" not in problems[0]
+    assert load(text, allow_unsafe=True).hosts.ssh_options == ("ConnectTimeout=5", option)
+
+
+def test_safe_ssh_options_load():
+    spec = load("""\
+    cluster:
+      clients: [client1]
+      ssh_options: [ConnectTimeout=5, StrictHostKeyChecking=yes, ServerAliveInterval=3,
+                    Compression=no, "Ciphers=aes128-gcm@openssh.com"]
+    benchmarks:
+      radosbench: {time: 5}
+    """)
+    assert len(spec.hosts.ssh_options) == 5
+
+
+@pytest.mark.parametrize(
+    ("key", "reason"),
+    [
+        ("kernel.modprobe", "sysctl kernel.modprobe names a program the kernel runs as root"),
+        ("kernel.core_pattern", "sysctl kernel.core_pattern can name a program"),
+        ("net.ipv4.ip_forward", "sysctl net.ipv4.ip_forward turns the host into a router"),
+        ("kernel.randomize_va_space", "not in the safe set of sysctls"),
+        ("net.core.bpf_jit_enable", "not in the safe set of sysctls"),
+    ],
+)
+def test_unsafe_sysctls_need_allow_unsafe_spec(key, reason):
+    text = f"""\
+    sysctl:
+      vm.swappiness: 10
+      {key}: /tmp/x
+    benchmarks:
+      radosbench: {{time: 5}}
+    """
+    problems = errors(text)
+    assert len(problems) == 1 and f"sysctl.{key}" in problems[0]
+    assert reason in problems[0] and "--allow-unsafe-spec" in problems[0]
+    assert f"sysctl.{key}" in load(text, allow_unsafe=True).knobs
+
+
+@pytest.mark.parametrize("key", ["vm.swappiness", "vm.dirty_ratio", "kernel.pid_max",
+                                 "net.core.rmem_max", "net.ipv4.tcp_congestion_control",
+                                 "vm.min_free_kbytes", "fs.aio-max-nr"])
+def test_benchmark_sysctls_are_in_the_safe_set(key):
+    assert f"sysctl.{key}" in load(f"sysctl:\n  {key}: 1\nbenchmarks:\n  radosbench: {{time: 5}}\n").knobs
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a: &a [1, *a]\n", "alias *a refers to a node that contains it"),
+        ("a: &a {b: *a}\n", "alias *a refers to a node that contains it"),
+        ("a: &a {<<: *a}\n", "alias *a refers to a node that contains it"),
+        ("a: &a [[[*a]]]\n", "alias *a refers to a node that contains it"),
+        ("\n".join(["l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+                   + [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 10)])
+         + "\n", "aliases expand to more than 100000 YAML nodes"),
+        ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+    ],
+    ids=["self-list", "self-map", "self-merge", "self-deep", "billion-laughs", "deep-nesting"],
+)
+def test_hostile_yaml_is_a_clear_error_naming_the_file(tmp_path, text, message):
+    """Issue 23 finding 13: never RecursionError or MemoryError, a SpecError naming the file."""
+    path = tmp_path / "evil.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError) as info:
+        load_spec(path, benchmarks=BENCHES)
+    assert len(info.value.problems) == 1
+    assert info.value.problems[0].startswith(f"{path}")
+    assert message in info.value.problems[0]
+
+
+def test_ordinary_aliases_still_load():
+    spec = load("""\
+    ceph_config:
+      osd_op_num_shards: &n [2, 4]
+    benchmarks:
+      radosbench:
+        concurrent_ops: *n
+        time: 5
+    """)
+    assert spec.benchmarks["radosbench"]["concurrent_ops"] == [2, 4]

@@ -175,7 +175,7 @@ def test_unknown_ceph_option_rejected_before_any_change(tmp_path):
     assert info.value.problems == [
         f"{tmp_path / 'shards.yaml'}:2: ceph_config.osd_op_num_shardz: [2, 4]: unknown ceph "
         "option (`ceph config help osd_op_num_shardz` does not know it)"]
-    assert {p for p, _ in cluster.commands} == {"config help"}
+    assert {p for p, _ in cluster.commands} == {"config help", "osd metadata"}  # reads only
     assert not (tmp_path / "run").exists()
 
 
@@ -188,8 +188,10 @@ def test_dry_run_changes_nothing(tmp_path, capsys):
     sweep.log = lines.append
     assert sweep.run() == 0
     assert lines[0].startswith("4 steps, 2 OSD restart(s) (restart options: osd_op_num_shards)")
-    assert len(lines) == 5
-    assert {p for p, _ in cluster.commands} <= {"config help", "osd dump"}
+    assert len(lines) == 5 + 9  # the steps, then the changes and commands
+    assert "  osd_op_num_shards: config db not set, running 0 → 2, 4 (OSD restart)" in lines
+    assert {p for p, _ in cluster.commands} <= {"config help", "osd dump", "osd metadata",
+                                                "config dump"}
     assert cluster.restarts == [] and CountingBench.runs == []
 
 
@@ -273,3 +275,33 @@ def test_results_dir_names_the_run_and_a_foreign_dir_is_refused(tmp_path):
         FakeSweep(opts, FakeCluster()).run()
     assert (foreign / "state.json").read_text() == '{"fsid": "x"}'
     assert sorted(p.name for p in foreign.iterdir()) == ["state.json"]
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_hostile_osd_host_name_is_refused_before_anything_changes(tmp_path, dry_run):
+    """An OSD whose metadata reports an option-like hostname (its container's NODE_NAME) makes
+    the sweep stop at start, naming the OSD and the name: the only command sent is the read of
+    `osd metadata`; no config, pool, restart or run dir."""
+    from cephscope.runner.sweep import SweepError
+
+    cluster = FakeCluster()
+    cluster.metadata[1]["hostname"] = "-oProxyCommand=touch /tmp/x"
+    with pytest.raises(SweepError, match=r"osd\.1: osd metadata reports hostname "
+                                         r"'-oProxyCommand=touch /tmp/x'"):
+        run_sweep(tmp_path, cluster, dry_run=dry_run)
+    assert [p for p, _ in cluster.commands] == ["osd metadata"]
+    assert cluster.db == {} and cluster.pools == {} and cluster.restarts == []
+    assert not (tmp_path / "run").exists() and CountingBench.runs == []
+
+
+def test_unsafe_spec_keys_need_the_flag(tmp_path):
+    """`--allow-unsafe-spec` reaches the spec loader: without it a sysctl outside the safe set
+    stops the sweep before the cluster is asked anything."""
+    from cephscope.runner.spec import SpecError
+
+    (tmp_path / "shards.yaml").write_text(SPEC + "sysctl:\n  kernel.core_pattern: /tmp/x\n")
+    cluster = FakeCluster()
+    with pytest.raises(SpecError, match=r"sysctl kernel\.core_pattern can name a program"):
+        run_sweep(tmp_path, cluster, dry_run=True)
+    assert cluster.commands == []
+    assert run_sweep(tmp_path, cluster, dry_run=True, allow_unsafe_spec=True)[0] == 0

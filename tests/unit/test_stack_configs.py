@@ -137,3 +137,14 @@ def test_docker_compose_is_valid_and_its_mounted_configs_pass(tmp_path: Path) ->
     paths = [p["options"]["path"] for f in providers for p in f["providers"]]
     assert "/var/lib/grafana/dashboards/cephscope" in paths
     assert list(grafana["/var/lib/grafana/dashboards/cephscope"].glob("*.json"))
+
+
+def test_exporter_image_and_compose_service_run_as_the_ceph_user_not_root() -> None:
+    # Admin sockets belong to the ceph user (uid 167 in Ceph's images); root is never needed.
+    users = [line.split()[1] for line in (REPO / "Dockerfile").read_text().splitlines()
+             if line.startswith("USER ")]
+    assert users and users[-1] == "167:167", users
+    proc = compose_config(REPO / "docker-compose.yml")
+    assert proc.returncode == 0, proc.stderr
+    exporter = yaml.safe_load(proc.stdout)["services"]["cephscope-exporter"]
+    assert exporter["user"] == "167:167"

@@ -3,7 +3,9 @@ checked against each other before anything starts, and the Prometheus config pas
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -104,3 +106,35 @@ def test_bad_scrape_files_name_the_key(pki: Pki, tmp_path: Path) -> None:
         Stack(tmp_path / "s", exporter_web_config=web)
     with pytest.raises(StackError, match="--exporter-scrape-config needs --exporter-web-config"):
         Stack(tmp_path / "s", exporter_scrape_config=scrape)
+
+
+def test_prometheus_config_with_an_inline_password_is_written_0600(
+    pki: Pki, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scrape = write_scrape(tmp_path / "scrape.yml", pki)
+    data = yaml.safe_load(scrape.read_text())
+    data["basic_auth"] = {"username": "prometheus", "password": "inline-secret"}
+    scrape.write_text(yaml.safe_dump(data))
+    stack = Stack(tmp_path / "s", port_base=23000, asok_dir=tmp_path,
+                  exporter_web_config=write_web(tmp_path / "web.yml", pki),
+                  exporter_scrape_config=scrape)
+    state = tmp_path / "s"
+    state.mkdir()
+    (state / "prometheus.yml").write_text("old\n")
+    (state / "prometheus.yml").chmod(0o644)  # left by an earlier run: must not stay 0644
+
+    def stop_before_starting(_self: Stack, _component: object) -> None:
+        raise RuntimeError("configs written; no daemon started in a unit test")
+
+    monkeypatch.setattr(Stack, "_preflight", lambda _self: None)
+    monkeypatch.setattr(Stack, "_start", stop_before_starting)
+    old_umask = os.umask(0o022)
+    try:
+        with pytest.raises(RuntimeError, match="configs written"):
+            stack.up()
+    finally:
+        os.umask(old_umask)
+    written = state / "prometheus.yml"
+    assert "inline-secret" in written.read_text()
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    assert stat.S_IMODE((state / "alertmanager.yml").stat().st_mode) == 0o600
