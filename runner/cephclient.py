@@ -8,14 +8,29 @@ makes one from a ceph.conf.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cephscope.monclient import MonCommandError, connect, decode_json, mon_command
+from cephscope.monclient import (
+    CALL_GRACE_SECONDS,
+    DEFAULT_CLUSTER_TIMEOUT_SECONDS,
+    MonCommandError,
+    MonTimeout,
+    bounded_call,
+    bounded_env,
+    connect,
+    decode_json,
+    is_cluster_lost,
+    mon_command,
+    whole_seconds,
+)
 from cephscope.runner.benchmarks.base import ClusterAccess
 from cephscope.runner.hostexec import HostExec, LocalHost, host_exec
 from cephscope.runner.mon_relay import RelayedRados
@@ -28,6 +43,21 @@ class CephError(RuntimeError):
     """A ceph command failed or the cluster did not reach the wanted state."""
 
 
+class ClusterLost(CephError):
+    """No mon answered a call within its bound: the cluster went away (or we were cut off).
+    Retrying the step cannot help; the run stops."""
+
+
+def cluster_lost(exc: BaseException) -> bool:
+    """`exc` says the cluster is lost (a ClusterLost, or anything raised from one)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ClusterLost):
+            return True
+        seen = seen.__cause__
+    return is_cluster_lost(exc)
+
+
 class CephCli:
     """Talks to the mons through librados (`mon_command`, ~1 ms) with one connection for the
     sweep; the `ceph` CLI (0.5-1.5 s per call) only for what librados cannot do here
@@ -35,38 +65,75 @@ class CephCli:
 
     `tool_prefix` (a cluster of another release, its client tools in a root filesystem): the
     `ceph` CLI runs under it, and librados is the release's own, held by a relay under the
-    release's python3 (runner/mon_relay.py), since its binding cannot load into this Python."""
+    release's python3 (runner/mon_relay.py), since its binding cannot load into this Python.
+
+    Bounded: no call waits longer than `timeout_seconds` (the cluster timeout: librados'
+    mount and mon op timeouts, the CLI's connect timeout, and the wait for either); one that
+    no mon answered raises ClusterLost naming the command and the mons. `limit_to` caps every
+    later call by one shared deadline (the restore after a signal or a lost cluster)."""
 
     def __init__(self, conf_path: Path | str, client_name: str = "client.admin",
                  keyring_path: Path | str | None = None, ceph_bin: str = "ceph",
-                 timeout_seconds: float = 60.0, tool_prefix: Sequence[str] = ()) -> None:
+                 timeout_seconds: float = DEFAULT_CLUSTER_TIMEOUT_SECONDS,
+                 tool_prefix: Sequence[str] = (),
+                 grace_seconds: float = CALL_GRACE_SECONDS) -> None:
         self.conf_path = Path(conf_path)
         self.client_name = client_name
         self.keyring_path = Path(keyring_path) if keyring_path else None
         self.ceph_bin = ceph_bin
         self.timeout_seconds = timeout_seconds
+        # beyond a call's timeout, how long we wait for librados' own ETIMEDOUT
+        self.grace_seconds = grace_seconds
         self.tool_prefix = tuple(tool_prefix)
         self._rados: Any = None
         self._lock = threading.Lock()
+        self._deadline: float | None = None  # time.monotonic() no call may outlast
+
+    def limit_to(self, seconds: float | None) -> None:
+        """Every later call ends within `seconds` from now, all of them together (None: no
+        shared limit, each call its own bound)."""
+        self._deadline = None if seconds is None else time.monotonic() + seconds
+
+    def _bound(self, what: str, timeout: float | None = None) -> float:
+        """The timeout of one call: the cluster timeout, or the call's own when longer (a
+        slow `ceph tell`), capped by the shared deadline; CephError when that has passed (the
+        call is not tried). Never shorter than the cluster timeout otherwise: a call that gives
+        up says the cluster is lost, and a mon restart (~10-30 s) is not that."""
+        bound = max(timeout or 0.0, self.timeout_seconds)
+        if self._deadline is not None:
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                raise CephError(f"{what}: not tried, the time given to it is used up")
+            bound = min(bound, left)
+        return bound
 
     def _cluster(self) -> Any:
         with self._lock:
             if self._rados is None:
                 keyring = str(self.keyring_path) if self.keyring_path else None
+                timeout = self._bound(f"connecting to the cluster of {self.conf_path}")
                 try:
                     if self.tool_prefix:
                         self._rados = RelayedRados(self.tool_prefix, str(self.conf_path),
-                                                   self.client_name, keyring)
+                                                   self.client_name, keyring, timeout)
                     else:
-                        self._rados = connect(str(self.conf_path), self.client_name, keyring)
+                        self._rados = connect(str(self.conf_path), self.client_name, keyring,
+                                              timeout)
+                except MonTimeout as exc:
+                    raise ClusterLost(str(exc)) from exc
                 except MonCommandError as exc:
                     raise CephError(str(exc)) from exc
             return self._rados
 
     def command(self, prefix: str, timeout: float | None = None, **args: Any) -> Any:
-        """One mon command; JSON result parsed (None when it prints nothing)."""
+        """One mon command; JSON result parsed (None when it prints nothing). `timeout` is
+        kept for callers' sake: librados bounds every mon op of a handle alike (the cluster
+        timeout)."""
+        bound = self._bound(f"`ceph {prefix}`")
         try:
-            return mon_command(self._cluster(), prefix, timeout or self.timeout_seconds, **args)
+            return mon_command(self._cluster(), prefix, bound, self.grace_seconds, **args)
+        except MonTimeout as exc:
+            raise ClusterLost(str(exc)) from exc
         except MonCommandError as exc:
             raise CephError(str(exc)) from exc
 
@@ -95,16 +162,25 @@ class CephCli:
         return info
 
     def close(self) -> None:
+        """Shut the handle down; bounded too (a shutdown may wait for an abandoned call)."""
         with self._lock:
-            if self._rados is not None:
-                self._rados.shutdown()
-                self._rados = None
+            rados, self._rados = self._rados, None
+        if rados is not None:
+            # a shutdown that hangs is left to the abandoned call's own timeout (or the exit)
+            with contextlib.suppress(MonTimeout):
+                bounded_call(rados.shutdown, self.grace_seconds, "closing the cluster handle")
 
     # ---- the ceph CLI --------------------------------------------------------------------------
 
     def argv(self, *args: str) -> list[str]:
         return [*self.tool_prefix, self.ceph_bin, *self.access().common_args(),
-                "--connect-timeout", "15", *args]
+                "--connect-timeout", whole_seconds(self.timeout_seconds), *args]
+
+    def tool_env(self) -> dict[str, str]:
+        """The environment of the `ceph` CLI: CEPH_ARGS bounding its librados calls as the
+        runner's own (`cephscope.monclient.client_conf`)."""
+
+        return bounded_env(os.environ, self.timeout_seconds)
 
     def access(self) -> ClusterAccess:
         """The same identity, as benchmarks take it."""
@@ -113,11 +189,15 @@ class CephCli:
 
     def run(self, *args: str, timeout: float | None = None) -> str:
         argv = self.argv(*args)
+        # the CLI's own --connect-timeout ends it first; this only if it hangs past that
+        bound = self._bound(f"`ceph {' '.join(args)}`", timeout) + self.grace_seconds
         try:
+            # subprocess.run waits in Python (poll + sleep slices): signals are taken
             proc = subprocess.run(argv, capture_output=True, text=True, check=False,
-                                  timeout=timeout or self.timeout_seconds)
+                                  timeout=bound, env=self.tool_env())
         except subprocess.TimeoutExpired as exc:
-            raise CephError(f"timed out after {exc.timeout:.0f}s: {' '.join(argv)}") from exc
+            raise ClusterLost(f"`ceph {' '.join(args)}` timed out after {exc.timeout:.0f} s: "
+                              f"no answer from the cluster of {self.conf_path}") from exc
         except OSError as exc:
             raise CephError(f"cannot run {argv[0]}: {exc.strerror}") from exc
         if proc.returncode != 0:

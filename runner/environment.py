@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cephscope.exporter.asok import AsokClient, AsokError
-from cephscope.runner.cephclient import CephCli, CephError
+from cephscope.runner.cephclient import CephCli, CephError, cluster_lost
 from cephscope.runner.hostexec import HostExec, HostExecError, on_each_host
 from cephscope.runner.knobs.base import KnobError
 from cephscope.runner.knobs.host import CLIENT_HOST, HostFiles, OsdDevices
@@ -39,6 +39,8 @@ def _tryit(fn: Callable[[], Any]) -> Any:
     try:
         return fn()
     except (CephError, HostExecError, KnobError, AsokError, OSError, ValueError) as exc:
+        if cluster_lost(exc):  # every later item would wait its own cluster timeout too
+            raise
         return {"error": str(exc)}
 
 

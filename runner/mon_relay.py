@@ -25,14 +25,15 @@ import threading
 from collections.abc import Sequence
 from typing import IO, Any
 
-from cephscope.monclient import MonCallError, MonCommandError
+from cephscope.monclient import MonCallError, MonCommandError, MonTimeout, client_conf
 
 # Seconds the relay is given beyond a command's own timeout before it is taken for hung.
 REPLY_GRACE_SECONDS = 15.0
 
 
 def relay_main() -> int:
-    """Runs on the other side: argv = conf, client name, keyring ('' = the conf's), timeout."""
+    """Runs on the other side: argv = conf, client name, keyring ('' = the conf's), timeout,
+    the handle's bounding options as JSON (`cephscope.monclient.client_conf`)."""
     import json as json_
     import sys as sys_
 
@@ -40,18 +41,24 @@ def relay_main() -> int:
         sys_.stdout.write(json_.dumps(message) + "\n")
         sys_.stdout.flush()
 
-    conffile, name, keyring, timeout = sys_.argv[1:5]
+    conffile, name, keyring, timeout, options = sys_.argv[1:6]
     try:
         import rados
 
-        cluster = rados.Rados(conffile=conffile, name=name,
-                              conf={"keyring": keyring} if keyring else {})
+        conf = json_.loads(options)
+        if keyring:
+            conf["keyring"] = keyring
+        cluster = rados.Rados(conffile=conffile, name=name, conf=conf)
         cluster.connect(timeout=int(timeout))
     except Exception as exc:  # the reason goes to the runner, which names the cluster
         reply({"error": f"{type(exc).__name__}: {exc}"})
         return 1
+    try:  # named in the runner's errors ("no mon answered at ...")
+        mon_host = cluster.conf_get("mon_host")
+    except Exception:
+        mon_host = ""
     reply({"ready": True, "python": sys_.version.split()[0], "rados_module": rados.__file__,
-           "executable": sys_.executable})
+           "executable": sys_.executable, "mon_host": mon_host})
     for line in sys_.stdin:
         try:
             request = json_.loads(line)
@@ -76,10 +83,13 @@ class RelayedRados:
     a release's root filesystem). Thread-safe: one request at a time."""
 
     def __init__(self, prefix: Sequence[str], conffile: str, name: str, keyring: str | None,
-                 timeout_seconds: float = 15.0, python: str = "python3") -> None:
+                 timeout_seconds: float = 15.0, python: str = "python3",
+                 reply_grace_seconds: float = REPLY_GRACE_SECONDS) -> None:
         self.prefix = tuple(prefix)
+        # the relay's handle is bounded like the runner's own: its mon ops end with ETIMEDOUT
         self.argv = [*self.prefix, python, "-c", relay_source(), conffile, name, keyring or "",
-                     str(max(int(timeout_seconds), 1))]
+                     str(max(int(timeout_seconds), 1)), json.dumps(client_conf(timeout_seconds))]
+        self.reply_grace_seconds = reply_grace_seconds
         self._lock = threading.Lock()
         # stderr to a file, not a pipe: librados may log a lot, and nobody drains a pipe
         self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115 (closed in shutdown)
@@ -91,18 +101,25 @@ class RelayedRados:
             raise MonCommandError(f"cannot start the mon relay ({self.argv[0]}): "
                                   f"{exc.strerror}") from exc
         try:
-            ready = self._read(timeout_seconds + REPLY_GRACE_SECONDS)
+            ready = self._read(timeout_seconds + reply_grace_seconds)
         except MonCommandError as exc:
             self.shutdown()
-            raise MonCommandError(f"cannot connect to the cluster of {conffile} as {name} "
-                                  f"through {' '.join(self.prefix[-3:]) or 'python3'}: "
-                                  f"{exc}") from exc
+            # a relay that never answered keeps its type: no mon answered the mount
+            error = MonTimeout if isinstance(exc, MonTimeout) else MonCommandError
+            raise error(f"cannot connect to the cluster of {conffile} as {name} "
+                        f"through {' '.join(self.prefix[-3:]) or 'python3'}: {exc}") from exc
         if "error" in ready:
             self.shutdown()
             raise MonCommandError(f"cannot connect to the cluster of {conffile} as {name}: "
                                   f"{ready['error']}")
         # where the client library came from (recorded in the run's environment)
-        self.client_info: dict[str, Any] = {k: v for k, v in ready.items() if k != "ready"}
+        self.mon_host = str(ready.get("mon_host") or "")
+        self.client_info: dict[str, Any] = {k: v for k, v in ready.items()
+                                            if k not in ("ready", "mon_host")}
+
+    def conf_get(self, option: str) -> str | None:
+        """`rados.Rados.conf_get`, for the one option errors name (`mon_host`)."""
+        return self.mon_host if option == "mon_host" else None
 
     def _stderr_tail(self) -> str:
         with contextlib.suppress(OSError, ValueError):
@@ -115,7 +132,7 @@ class RelayedRados:
         assert self._proc.stdout is not None
         ready, _, _ = select.select([self._proc.stdout], [], [], timeout)
         if not ready:
-            raise MonCallError(f"the mon relay gave no answer within {timeout:.0f}s")
+            raise MonTimeout(f"the mon relay gave no answer within {timeout:.0f} s")
         line = self._proc.stdout.readline()
         if not line:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -144,7 +161,7 @@ class RelayedRados:
                 self._proc.stdin.flush()
             except OSError as exc:
                 raise MonCallError(f"the mon relay is gone: {exc}") from exc
-            reply = self._read(timeout + REPLY_GRACE_SECONDS)
+            reply = self._read(timeout + self.reply_grace_seconds)
         if "error" in reply:
             raise MonCallError(str(reply["error"]))
         return int(reply["ret"]), str(reply["outb"]).encode("latin-1"), str(reply["outs"])

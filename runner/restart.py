@@ -15,7 +15,7 @@ from typing import Protocol
 
 from cephscope.exporter.asok import AsokClient, AsokError
 from cephscope.monclient import PgWaitTimeout, wait_pgs_active_clean
-from cephscope.runner.cephclient import CephCli, CephError
+from cephscope.runner.cephclient import CephCli, CephError, cluster_lost
 from cephscope.runner.crashpoints import Checkpoint, no_checkpoint
 
 # One parallel restart of a host's OSDs until every PG is active+clean, as the plans and the
@@ -230,7 +230,9 @@ class OsdRestarter:
                 pending = [i for i in osd_ids
                            if not (state.get(i, {}).get("up") == 1
                                    and int(state[i].get("up_from", 0)) > before.get(i, -1))]
-            except CephError:
+            except CephError as exc:
+                if cluster_lost(exc):  # no mon answered: waiting on cannot help
+                    raise
                 pending = list(osd_ids)
             # up, and their admin sockets answer (they are needed for verification)
             if not pending and all(self._asok_ready(i) for i in osd_ids):

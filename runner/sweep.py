@@ -7,6 +7,13 @@ Order of effects, so that a bad spec never touches the cluster:
   3. the run dir is created and the pre-sweep config recorded (config db + running values);
   4. changes: pools, config per step, OSD restarts; always undone in `finally`
      (also on Ctrl-C / SIGTERM).
+
+Bounded, whatever the cluster does (docs/runner.md, "A lost cluster"): every call to the
+cluster gives up after the cluster timeout (`CephCli`); a call no mon answered (ClusterLost)
+fails its step and then the run; the restore runs in a worker thread the main thread waits for
+with a deadline after a signal or a lost cluster, so SIGINT/SIGTERM are always taken, and a
+second one ends the run at once, saying what was left unrestored (the run dir keeps it for
+`--resume`).
 """
 
 from __future__ import annotations
@@ -25,6 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cephscope.monclient import (
+    DEFAULT_CLUSTER_TIMEOUT_SECONDS,
+    WAIT_SLICE_SECONDS,
+    bounded_env,
+)
 from cephscope.runner.annotations import GrafanaAnnotator
 from cephscope.runner.benchmarks.base import (
     BenchContext,
@@ -34,7 +46,14 @@ from cephscope.runner.benchmarks.base import (
     LiveSample,
 )
 from cephscope.runner.benchmarks.toolproc import run_quick
-from cephscope.runner.cephclient import CephCli, CephError, CephTarget, cluster_version
+from cephscope.runner.cephclient import (
+    CephCli,
+    CephError,
+    CephTarget,
+    ClusterLost,
+    cluster_lost,
+    cluster_version,
+)
 from cephscope.runner.clients import (
     ClientsError,
     SshSettings,
@@ -84,6 +103,11 @@ from cephscope.runner.system_metrics import pull_step_window, scrape_interval_se
 DEFAULT_CONF = "/etc/ceph/ceph.conf"
 DEFAULT_POOL = "cephscope-bench"
 DEFAULT_RBD_POOL = "rbd"
+# How long the restore after SIGINT/SIGTERM may take (with the worker's grace and the exit,
+# the run ends within 25 s of the signal).
+DEFAULT_RESTORE_TIMEOUT_SECONDS = 15.0
+# Beyond its deadline, the restore worker's last call is given this long to return.
+RESTORE_GRACE_SECONDS = 5.0
 # One dev cluster rebuilt on another release (down, up, HEALTH_OK, pools), measured here.
 REBUILD_ESTIMATE_SECONDS = 60.0
 # Options Ceph flags `startup` that sweeps commonly touch; used by --dry-run when the cluster
@@ -137,6 +161,14 @@ class SweepOptions:
     rolling: bool | None = None
     step_timeout_seconds: float | None = None
     stop_on_failure: bool = False
+    # every call to the cluster gives up after this long (librados' mount, mon op and the
+    # benchmarks' OSD op timeouts; the ceph CLI's connect timeout)
+    cluster_timeout_seconds: float = DEFAULT_CLUSTER_TIMEOUT_SECONDS
+    # the restore after a signal gives up after this long (what it did not restore is said and
+    # left in the run dir for --resume)
+    restore_timeout_seconds: float = DEFAULT_RESTORE_TIMEOUT_SECONDS
+    # beyond that, how long the restore's last call is given to return (tests shorten it)
+    restore_grace_seconds: float = RESTORE_GRACE_SECONDS
     tty: bool | None = None
     clients: tuple[str, ...] | None = None  # overrides the spec's cluster.clients
     ssh: SshSettings = field(default_factory=SshSettings)
@@ -195,6 +227,11 @@ class Sweep:
         # the OSDs a restart is under way for, in the run dir's state (see _resume_restart)
         self.restart_journal = StateRestartJournal(self._restarting_osds,
                                                    self._record_restarting_osds)
+        # a step's benchmark cleanup not run when a signal or a lost cluster ended the step:
+        # run first by the (bounded) restore
+        self.pending_cleanup: Callable[[], list[str]] | None = None
+        # what the restore has still to put back, by name (said when it cannot finish)
+        self.unrestored: list[str] = []
 
     # ---- spec + cluster ------------------------------------------------------------------------
 
@@ -239,7 +276,8 @@ class Sweep:
             raise SweepError(f"ceph conf {target.conf_path} does not exist (use --conf or "
                              f"--devcluster)")
         self.cli = CephCli(target.conf_path, client_name=target.client_name,
-                           keyring_path=target.keyring_path, tool_prefix=target.tool_prefix)
+                           keyring_path=target.keyring_path, tool_prefix=target.tool_prefix,
+                           timeout_seconds=o.cluster_timeout_seconds)
         method = o.restart_method or spec.restart.method
         if method is None and target.default_restart is not None:
             method = "devcluster"
@@ -482,6 +520,7 @@ class Sweep:
                                               dashboard_uid=self.opts.grafana_dashboard_uid,
                                               log=self.log)
         interrupted = False
+        lost: ClusterLost | None = None
         ran_steps = False
         try:
             with _signals_handled(_raise_interrupted):
@@ -528,11 +567,37 @@ class Sweep:
                 self._run_steps(spec, plan, baseline)
         except Interrupted:
             interrupted = True
-            self.log("interrupted: restoring the cluster's pre-sweep state")
+            self.log(f"interrupted: restoring the cluster's pre-sweep state (at most "
+                     f"{self.opts.restore_timeout_seconds:g} s; again to stop at once)")
+        except ClusterLost as exc:
+            lost = exc
+            self.log(f"the cluster is lost: {exc}; stopping the run, restoring what can be "
+                     f"(at most {self.opts.cluster_timeout_seconds:g} s)")
+        except CephError as exc:
+            if not cluster_lost(exc):
+                raise
+            lost = ClusterLost(str(exc))
+            self.log(f"the cluster is lost: {exc}; stopping the run, restoring what can be "
+                     f"(at most {self.opts.cluster_timeout_seconds:g} s)")
         finally:
-            with _signals_handled(_report_restoring):
-                self._finish(plan)
-        if interrupted:
+            # after a signal or a lost cluster the restore is bounded; else it runs to its end
+            # unless a signal comes (then bounded from there; a second one stops it at once)
+            budget = (self.opts.restore_timeout_seconds if interrupted
+                      else self.opts.cluster_timeout_seconds if lost is not None else None)
+            finished = self._restore_bounded(plan, budget)
+        if self.unrestored:
+            rd.update_state(unrestored=list(self.unrestored))
+            self.log(f"error: left unrestored: {', '.join(self.unrestored)}; the run dir "
+                     f"{rd.path} keeps it: `cephscope sweep --resume {rd.path}` restores it "
+                     f"once the cluster answers")
+        elif rd.read_state().get("unrestored"):
+            rd.update_state(unrestored=[])
+        if lost is not None:
+            done = sum(1 for s in plan.steps if rd.is_done(s))
+            raise SweepError(f"run {run_id} stopped, the cluster is lost: {lost} "
+                             f"({done}/{len(plan.steps)} steps done; results and journal in "
+                             f"{rd.path}; continue with --resume {rd.path})")
+        if interrupted or not finished:
             return 130
         steps = rd.steps() if _searches(spec) else plan.steps
         done = sum(1 for s in steps if rd.is_done(s))
@@ -543,32 +608,118 @@ class Sweep:
             time.sleep(self.opts.metrics_linger_seconds)
         return 1 if self.failed else 0
 
+    def _restore_bounded(self, plan: Plan, budget: float | None) -> bool:
+        """`_finish` in a worker thread; the main thread waits in short slices, so it still
+        takes signals. With a `budget` (seconds), every call to the cluster shares that
+        deadline and the wait ends after it (plus a grace for the last call). Without one,
+        the first signal sets the budget from then; a second signal (or a first one when a
+        budget is set) stops waiting at once. False when the restore did not finish: what it
+        had left is in `self.unrestored`."""
+        self.unrestored = self._restore_items()
+        done = threading.Event()
+        failure: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                self._finish(plan)
+            except BaseException as exc:  # handed to the main thread below
+                failure.append(exc)
+            finally:
+                done.set()
+
+        def limit(seconds: float) -> float:
+            if self.cli is not None:
+                self.cli.limit_to(seconds)
+            return time.monotonic() + seconds + self.opts.restore_grace_seconds
+
+        deadline = limit(budget) if budget is not None else None
+        worker = threading.Thread(target=work, name="restore", daemon=True)
+        with _signals_handled(_raise_interrupted):
+            worker.start()
+            while True:
+                try:
+                    if done.wait(WAIT_SLICE_SECONDS):
+                        break
+                except Interrupted:
+                    if deadline is not None:
+                        self.log("interrupted again: stopping now, not waiting for the restore")
+                        return False
+                    budget = self.opts.restore_timeout_seconds
+                    self.log(f"interrupted: finishing the restore within {budget:g} s "
+                             f"(again to stop at once)")
+                    deadline = limit(budget)
+                if deadline is not None and time.monotonic() > deadline:
+                    self.log(f"error: the restore did not finish within {budget:g} s")
+                    return False
+        if failure:
+            raise failure[0]
+        return True
+
+    def _restore_items(self) -> list[str]:
+        """What `_finish` has to put back on the cluster, by name."""
+        items = []
+        if self.pending_cleanup is not None:
+            items.append("the interrupted step's benchmark objects")
+        if self.touched_cluster:
+            if self.snapshot is not None:
+                items.append("ceph config (pre-sweep values of "
+                             f"{', '.join(sorted(self.snapshot.db)) or 'the swept options'})")
+            if self.knob_snapshot and self.host_knobs is not None:
+                items.append("host settings")
+            if self.pools is not None and not self.opts.keep_pools and self.pools.created:
+                items.append(f"pools created by the run ({', '.join(self.pools.created)})")
+            if self.run_dir is not None and self.run_dir.read_state().get("recovery_osds"):
+                items.append("the recovery test's OSDs (in, noup off)")
+            if self.hygiene is not None and self.hygiene.flags_set:
+                items.append(f"OSD flags ({', '.join(self.hygiene.flags_set)})")
+        return items
+
+    def _restored(self, prefix: str, restore: Callable[[], list[str]]) -> list[str]:
+        """The problems of `restore()` (one that raised is one problem: the restore goes on
+        with the next item); the item named by `prefix` is done when there are none."""
+        try:
+            problems = restore()
+        except (CephError, KnobError, BenchmarkError, OSError, ValueError) as exc:
+            problems = [f"restore {prefix}: {exc}"]
+        if not problems:
+            self.unrestored = [i for i in self.unrestored if not i.startswith(prefix)]
+        return problems
+
     def _finish(self, plan: Plan) -> None:
         assert self.run_dir is not None and self.config is not None
         if self.metrics is not None:
             self.metrics.end_step(time.time())
         problems: list[str] = []
+        if self.pending_cleanup is not None:
+            cleanup, self.pending_cleanup = self.pending_cleanup, None
+            problems += self._restored("the interrupted step's", cleanup)
         if self.touched_cluster and self.snapshot is not None:
-            problems += self.config.restore(self.snapshot)
+            snapshot = self.snapshot
+            problems += self._restored("ceph config", lambda: self.config.restore(snapshot))
             if not problems:
                 self.log("restored the pre-sweep ceph config")
         if self.touched_cluster and self.knob_snapshot and self.host_knobs is not None:
-            knob_problems = self.host_knobs.restore(self.knob_snapshot)
+            knobs, saved = self.host_knobs, self.knob_snapshot
+            knob_problems = self._restored("host settings", lambda: knobs.restore(saved))
             if not knob_problems:
                 self.log("restored the pre-sweep host settings "
                          f"({', '.join(sorted({e['setting'] for e in self.knob_snapshot}))})")
             problems += knob_problems
-        if self.touched_cluster and self.pools is not None and not self.opts.keep_pools:
-            problems += self.pools.remove_created()
+        if self.touched_cluster and self.pools is not None and not self.opts.keep_pools \
+                and (self.pools.created or self.pools.erasure_profiles_created):
+            problems += self._restored("pools", self.pools.remove_created)
         pending = self.run_dir.read_state().get("recovery_osds") or []
         if self.touched_cluster and pending and self.cli is not None:
             # a recovery test the run did not finish (killed, now resumed): OSDs back in
             spec_recovery = RecoverySpec(tuple(pending))
-            problems += RecoveryTest(self.cli, spec_recovery, "").undo()
-            self.run_dir.update_state(recovery_osds=[])
+            recovery_problems = self._restored(
+                "the recovery test", RecoveryTest(self.cli, spec_recovery, "").undo)
+            if not recovery_problems:
+                self.run_dir.update_state(recovery_osds=[])
+            problems += recovery_problems
         if self.touched_cluster and self.hygiene is not None and self.hygiene.flags_set:
             flags = list(self.hygiene.flags_set)
-            flag_problems = self.hygiene.finish_run()
+            flag_problems = self._restored("OSD flags", self.hygiene.finish_run)
             if not flag_problems:
                 self.run_dir.update_state(scrub_flags_set=[])
                 self.log(f"unset the run's OSD flags ({', '.join(flags)})")
@@ -749,6 +900,8 @@ class Sweep:
         ctx: BenchContext | None = None
         recovery: RecoveryTest | None = None
         samples: list[LiveSample] = []
+        # a signal or a lost cluster ended the step: its cleanup waits for the bounded restore
+        defer_cleanup = False
         try:
             step_dir = rd.begin_step(step)
             ts["ceph_version"] = self.ceph_version
@@ -773,7 +926,9 @@ class Sweep:
                 step_id=step.id,
                 report_progress=self._live(progress, samples),
                 report_client_progress=self.metrics.live_client_sample,
-                env={**os.environ, "CEPH_CONF": str(self.cli.conf_path)},
+                # CEPH_ARGS bounds the tools' librados calls like the runner's own
+                env=bounded_env({**os.environ, "CEPH_CONF": str(self.cli.conf_path)},
+                                self.opts.cluster_timeout_seconds, io=True),
                 timeout_seconds=self.opts.step_timeout_seconds
                 or max(600.0, 3 * cls.estimated_seconds(params)),
                 clients=self.clients)
@@ -837,6 +992,9 @@ class Sweep:
             self.opts.checkpoint("result_write")
             rd.finish_step(step, results, ts, report.verified)
             return None
+        except Interrupted:
+            defer_cleanup = True
+            raise
         except (CephError, KnobError, BenchmarkError, OSError, ValueError, KeyError) as exc:
             self.metrics.set_phase(None)
             if "started" in ts and "ended" not in ts:
@@ -849,16 +1007,35 @@ class Sweep:
             self.log(f"step {step.id} failed: {error}")
             rd.fail_step(step, error, ts)
             self.failed.append(step.id)
+            if cluster_lost(exc):  # no later step can do better: the run stops
+                defer_cleanup = True
+                raise ClusterLost(f"step {step.id}: {exc}") from exc
             return error
         finally:
             if recovery is not None and self.recovery is not None:
-                recovery.stop()  # the step failed or was interrupted: OSDs back in, noup off
+                if defer_cleanup:  # the restore undoes it (recovery_osds in the run's state)
+                    recovery.abort.set()
+                else:
+                    recovery.stop()  # the step failed: OSDs back in, noup off
                 self.recovery = None
             if bench is not None and ctx is not None:
-                try:
-                    bench.cleanup(ctx)
-                except Exception as exc:  # cleanup problems never hide the step's outcome
-                    self.log(f"step {step.id}: benchmark cleanup failed: {exc}")
+                cleanup = self._bench_cleanup(step, bench, ctx)
+                if defer_cleanup:
+                    self.pending_cleanup = cleanup
+                else:
+                    for problem in cleanup():  # never hides the step's outcome
+                        self.log(problem)
+
+    def _bench_cleanup(self, step: Step, bench: Benchmark,
+                       ctx: BenchContext) -> Callable[[], list[str]]:
+        def cleanup() -> list[str]:
+            try:
+                bench.cleanup(ctx)
+            except Exception as exc:  # any failure of the tool: said, never raised
+                return [f"step {step.id}: benchmark cleanup failed: {exc}"]
+            return []
+
+        return cleanup
 
     def _recovery_populate(self, spec: Spec, step: Step,
                            ctx: BenchContext) -> Callable[[], None] | None:
@@ -1029,11 +1206,6 @@ def _signals_handled(handler: Callable[[int, Any], None]) -> Iterator[None]:
 def _raise_interrupted(signum: int, frame: Any) -> None:
     """Make Ctrl-C/SIGTERM raise Interrupted (so `finally` restores the cluster)."""
     raise Interrupted(signal.Signals(signum).name)
-
-
-def _report_restoring(signum: int, frame: Any) -> None:
-    """While restoring: a second Ctrl-C/SIGTERM is reported, not obeyed (restore must finish)."""
-    print("cephscope: restoring the cluster, please wait", file=sys.stderr, flush=True)
 
 
 class Progress:

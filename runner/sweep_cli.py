@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from cephscope.monclient import DEFAULT_CLUSTER_TIMEOUT_SECONDS
 from cephscope.runner.annotations import TOKEN_ENV
 from cephscope.runner.cephclient import CephError, CephTarget
 from cephscope.runner.clients import SshSettings
@@ -17,6 +18,7 @@ from cephscope.runner.spec import RESTART_METHODS, SSH_OPTION, SpecError
 from cephscope.runner.sweep import (
     DEFAULT_POOL,
     DEFAULT_RBD_POOL,
+    DEFAULT_RESTORE_TIMEOUT_SECONDS,
     Sweep,
     SweepError,
     SweepOptions,
@@ -125,6 +127,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--step-timeout", type=float, metavar="SECONDS",
                         help="kill a step's benchmark after this long (default: 3 x estimate, "
                              "at least 600 s)")
+    parser.add_argument("--cluster-timeout", type=positive_seconds,
+                        default=DEFAULT_CLUSTER_TIMEOUT_SECONDS, metavar="SECONDS",
+                        help="every call to the cluster gives up after this long (mon commands, "
+                             "connecting, the ceph CLI, the benchmarks' librados); a call no mon "
+                             "answered in time stops the run (default %(default)g)")
+    parser.add_argument("--restore-timeout", type=positive_seconds,
+                        default=DEFAULT_RESTORE_TIMEOUT_SECONDS, metavar="SECONDS",
+                        help="after Ctrl-C/SIGTERM, the restore gives up after this long and says "
+                             "what it left for --resume (default %(default)g)")
     parser.add_argument("--stop-on-failure", action="store_true",
                         help="stop at the first failed step (default: continue, exit 1)")
 
@@ -136,6 +147,13 @@ def non_negative_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not 0 <= value < float("inf"):  # also refuses nan
         raise argparse.ArgumentTypeError(f"{text!r}: seconds, 0 or more")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    value = non_negative_seconds(text)
+    if value < 1:  # librados' timeouts are whole seconds, 0 meaning "none"
+        raise argparse.ArgumentTypeError(f"{text!r}: seconds, 1 or more")
     return value
 
 
@@ -160,6 +178,8 @@ def options_from_args(args: argparse.Namespace, target: CephTarget | None = None
         baseline_dir=args.baseline, keep_pools=args.keep_pools, pool=args.pool, rbd_pool=args.rbd_pool,
         restart_method=args.restart_method, rolling=args.rolling,
         step_timeout_seconds=args.step_timeout, stop_on_failure=args.stop_on_failure,
+        cluster_timeout_seconds=args.cluster_timeout,
+        restore_timeout_seconds=args.restore_timeout,
         clients=tuple(n for n in args.clients.split(",") if n) if args.clients else None,
         ssh=SshSettings(config_file=args.ssh_config, user=args.ssh_user, port=args.ssh_port,
                         identity_file=args.ssh_identity_file, options=tuple(args.ssh_option),

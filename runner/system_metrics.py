@@ -160,43 +160,64 @@ def pull_step_window(prometheus_url: str, start: float, end: float,
     out: dict[str, Any] = {"start": start, "end": end, "step_seconds": step_seconds,
                            "rate_window": rate_window, "scrape_interval_seconds": scrape_interval,
                            "warnings": warnings, "queries": {}}
+    # a Prometheus that did not answer one query is not asked the rest (each would wait its
+    # own timeout: minutes for a step window when it stopped answering)
+    unreachable: str | None = None
     for name, query in render_queries(rate_window).items():
         entry: dict[str, Any] = {"query": query}
+        if unreachable is not None:
+            entry["error"] = f"not asked: {unreachable}"
+            out["queries"][name] = entry
+            continue
         # a raw counter's value read at t is the last scrape before t: one interval more
         # holds the scrape that saw the window's end
         until = end + (scrape_interval or 0.0) if name in CUMULATIVE_QUERIES else end
-        entry.update(_api_get(prometheus_url, "query_range",
-                              {"query": query, "start": f"{start:.3f}", "end": f"{until:.3f}",
-                               "step": f"{step_seconds:g}"}, timeout_seconds))
+        answer, lost = _api_get(prometheus_url, "query_range",
+                                {"query": query, "start": f"{start:.3f}", "end": f"{until:.3f}",
+                                 "step": f"{step_seconds:g}"}, timeout_seconds)
+        entry.update(answer)
+        if lost:
+            unreachable = f"Prometheus at {prometheus_url} did not answer {name}: {answer['error']}"
         out["queries"][name] = entry
-    out["counters"] = pull_counters(prometheus_url, start, end, timeout_seconds)
+    out["counters"] = pull_counters(prometheus_url, start, end, timeout_seconds, unreachable)
     return out
 
 
 def _api_get(prometheus_url: str, endpoint: str, params: Mapping[str, str],
-             timeout_seconds: float) -> dict[str, Any]:
-    """{"result": …} from a Prometheus query API, or {"error": why}; never raises."""
+             timeout_seconds: float) -> tuple[dict[str, Any], bool]:
+    """({"result": …} or {"error": why}, whether Prometheus did not answer at all) from a
+    Prometheus query API; never raises."""
     try:
         resp = requests.get(f"{prometheus_url.rstrip('/')}/api/v1/{endpoint}", params=params,
                             timeout=timeout_seconds)
         body = resp.json()
         if body.get("status") == "success":
-            return {"result": body["data"]["result"]}
-        return {"error": body.get("error", f"HTTP {resp.status_code}")}
+            return {"result": body["data"]["result"]}, False
+        return {"error": body.get("error", f"HTTP {resp.status_code}")}, False
+    except (requests.ConnectionError, requests.Timeout) as exc:
+        return {"error": str(exc)}, True
     except (requests.RequestException, ValueError, KeyError) as exc:
-        return {"error": str(exc)}
+        return {"error": str(exc)}, False
 
 
 def pull_counters(prometheus_url: str, start: float, end: float,
-                  timeout_seconds: float = 20.0) -> dict[str, Any]:
+                  timeout_seconds: float = 20.0,
+                  unreachable: str | None = None) -> dict[str, Any]:
     """Every raw sample of the COUNTER_SERIES scraped in [start, end] (a range vector evaluated
-    at `end`; one extra second of range, trimmed by the report, covers rounding)."""
+    at `end`; one extra second of range, trimmed by the report, covers rounding). Once
+    Prometheus did not answer (`unreachable`: why), the rest is not asked."""
     span_ms = math.ceil(max(0.0, end - start) * 1000) + 1000
     counters: dict[str, Any] = {}
     for name, selector in COUNTER_SERIES.items():
         query = f"{selector}[{span_ms}ms]"
         entry: dict[str, Any] = {"query": query}
-        entry.update(_api_get(prometheus_url, "query", {"query": query, "time": f"{end:.3f}"},
-                              timeout_seconds))
+        if unreachable is not None:
+            entry["error"] = f"not asked: {unreachable}"
+        else:
+            answer, lost = _api_get(prometheus_url, "query",
+                                    {"query": query, "time": f"{end:.3f}"}, timeout_seconds)
+            entry.update(answer)
+            if lost:
+                unreachable = f"Prometheus at {prometheus_url} did not answer {name}: {answer['error']}"
         counters[name] = entry
     return counters

@@ -94,12 +94,18 @@ class FakeCluster:
         self.stopped: set[int] = set()  # OSDs whose process is not running (down)
         self.restart_error: str | None = None  # the restart method fails with this
         self.pools: dict[str, dict[str, Any]] = {}
+        self.limited_to: float | None = None
         # `osd metadata`: what each OSD's host reports (a test makes it hostile)
         self.metadata: list[dict[str, Any]] = [
             {"id": i, "hostname": "osd-host", "devices": "sda"} for i in range(osds)]
         self.rotational: set[int] = set()  # OSDs whose store is on a rotational device
 
     # the CephCli surface the manager uses
+    def limit_to(self, seconds: float | None) -> None:
+        """CephCli's shared deadline of the restore; recorded, not enforced (the fake always
+        answers)."""
+        self.limited_to = seconds
+
     def command(self, prefix: str, timeout: float | None = None, **args: Any) -> Any:
         self.commands.append((prefix, args))
         if prefix == "config help":
