@@ -62,7 +62,6 @@ COMMANDS: tuple[HostCommand, ...] = (
     HostCommand("mmdebstrap", "mmdebstrap", "release root filesystems, container base images"),
     HostCommand("podman", "podman", "fresh-install check, the exporter's image"),
     HostCommand("runc", "runc", "podman's runtime (crun refuses hybrid cgroups)"),
-    HostCommand("podman-compose", "podman-compose", "docker-compose.yml run in the tests"),
     HostCommand("git", "git", "fresh-install check (the tracked files)"),
     # test-only clients
     HostCommand("curl", "curl", "TLS tests"),
@@ -86,6 +85,8 @@ COMMANDS: tuple[HostCommand, ...] = (
     # built into the venv by deploy/install.sh from deploy/kubeconform (Go module proxy)
     HostCommand("systemd-analyze", "systemd", "checks the exporter's unit (deploy/systemd)"),
     HostCommand("kubeconform", None, "validates the Rook manifests (deploy/rook)"),
+    # from PyPI into the venv (the dev extra)
+    HostCommand("podman-compose", None, "docker-compose.yml run in the tests"),
     # restart methods that run on a user's cluster, never here
     HostCommand("systemctl", None, "restart method systemd", needed_here=False),
 )

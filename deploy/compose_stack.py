@@ -15,7 +15,9 @@ podman runs with runc and rlimits it may set (`containers_conf`), as everywhere 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -108,12 +110,14 @@ class ComposeProject:
     compose_file: Path = COMPOSE_FILE
 
     def argv(self, *args: str) -> list[str]:
-        return ["podman-compose", "--file", str(self.compose_file), "--project-name", self.name, *args]
+        # podman-compose comes from PyPI into the venv (Debian's 1.0.3 cannot do host networking)
+        venv_bin = str(Path(sys.prefix) / "bin")
+        program = shutil.which("podman-compose", path=venv_bin) or "podman-compose"
+        return [program, "--file", str(self.compose_file), "--project-name", self.name, *args]
 
     def run(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[bytes]:
-        absent = host_commands.missing(["podman-compose"])
-        if absent:
-            raise ContainerError(host_commands.missing_packages_message(absent))
+        if host_commands.missing(["podman-compose"]):
+            raise ContainerError("podman-compose not found (the dev extra: run `make setup`)")
         try:
             return subprocess.run(self.argv(*args), capture_output=True, timeout=timeout, check=False,
                                   env={**os.environ, **self.env}, cwd=self.compose_file.parent)
@@ -125,6 +129,10 @@ class ComposeProject:
         if proc.returncode != 0:
             raise ContainerError(f"podman-compose up failed: {tail_of(proc.stdout + proc.stderr, 6)}")
 
-    def down(self) -> subprocess.CompletedProcess[bytes]:
-        """Stop and remove the project's containers and its named volumes."""
-        return self.run("down", "--volumes")
+    def down(self, podman: Podman) -> subprocess.CompletedProcess[bytes]:
+        """Stop and remove the project's containers, its named volumes, and the project
+        network podman-compose defines even when every service uses the host's."""
+        proc = self.run("down", "--volumes")
+        if podman.run("network", "exists", f"{self.name}_default", timeout=60).returncode == 0:
+            podman.run("network", "rm", "--force", f"{self.name}_default", timeout=60)
+        return proc

@@ -16,7 +16,7 @@ debian_packages=(
     # namespace hosts of the multi-host dev cluster are reached over SSH like real hosts
     openssh-server openssh-client
     # a container engine: the fresh-install check and the exporter's image
-    podman runc podman-compose git
+    podman runc git
     # headless browser: the report tests open report.html in it (Selenium drives it through
     # chromium-driver)
     chromium chromium-driver
