@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from cephscope.monclient import MonCallError, MonCommandError, connect, mon_command
+from cephscope.monclient import MonCallError, MonCommandError, MonTimeout, connect, mon_command
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +202,10 @@ class MonClient:
         cluster = self._connect()
         try:
             return mon_command(cluster, prefix, self.timeout, **args)
+        except MonTimeout as exc:
+            # No mon answered in time: the handle hunts for a mon by itself, so keep it and
+            # ask again at the next refresh (a restarted mon is back within seconds).
+            raise ConnectionError(str(exc)) from None
         except MonCallError as exc:  # the handle may be broken: reconnect next time
             self.close()
             self._fail(str(exc))

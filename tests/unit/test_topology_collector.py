@@ -4,6 +4,7 @@ replaying real captures, devices from the sysfs fixture tree, rendered expositio
 from __future__ import annotations
 
 import copy
+import errno
 import json
 import logging
 import os
@@ -405,3 +406,34 @@ def test_containerised_osd_paths_resolve_through_proc_pid_root(
     assert 'device="nvme0n1"' in device
     messages = [r.getMessage() for r in caplog.records]
     assert any("resolving its paths in this exporter's view" in m for m in messages), messages
+
+
+class SilentMonRados(FakeRados):
+    """A connected handle whose mon stops answering (librados: -ETIMEDOUT), then comes back."""
+
+    def __init__(self) -> None:
+        super().__init__(METADATA)
+        self.silent = True
+        self.shut_down = False
+
+    def mon_command(self, cmd: str, inbuf: bytes, timeout: int = 0) -> tuple[int, bytes, str]:
+        if self.silent:
+            return -errno.ETIMEDOUT, b"", ""
+        return super().mon_command(cmd, inbuf, timeout)
+
+    def shutdown(self) -> None:
+        self.shut_down = True
+
+
+def test_a_mon_that_stops_answering_is_asked_again_at_the_next_refresh() -> None:
+    # A timed-out mon command is not a broken handle: librados hunts for the mon by itself, so
+    # the handle is kept and the next refresh asks again (not after retry_seconds): a
+    # restarted mon brings topology back within one refresh.
+    mon = FakeMon()
+    mon.rados = SilentMonRados()
+    with pytest.raises(ConnectionError, match="no mon answered"):
+        mon.osd_facts()
+    assert not mon.rados.shut_down and mon.connects == 1
+    mon.rados.silent = False
+    assert sorted(mon.osd_facts()) == sorted(str(m["id"]) for m in METADATA)
+    assert mon.connects == 1
