@@ -26,6 +26,7 @@ test: setup
 	$(PY) -m pytest -p no:cacheprovider -ra --durations=25 tests
 
 test-unit: setup
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -p no:cacheprovider -ra -m "not live" tests
 
 bench: setup
