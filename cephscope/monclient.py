@@ -236,11 +236,16 @@ def wait_pgs_active_clean(pg_dump: Callable[[], Any], timeout_seconds: float,
         time.sleep(poll_seconds)
 
 
-def is_cluster_lost(exc: BaseException) -> bool:
-    """`exc` is, or was raised from, a MonTimeout (whatever type a layer above wrapped it in)."""
+def raised_from(exc: BaseException, types: type[BaseException] | tuple[type[BaseException], ...]) -> bool:
+    """`exc` is one of `types`, or was raised from one (through any chain of `raise … from`)."""
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, MonTimeout):
+        if isinstance(seen, types):
             return True
         seen = seen.__cause__
     return False
+
+
+def is_cluster_lost(exc: BaseException) -> bool:
+    """`exc` is, or was raised from, a MonTimeout (whatever type a layer above wrapped it in)."""
+    return raised_from(exc, MonTimeout)

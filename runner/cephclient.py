@@ -27,8 +27,8 @@ from cephscope.monclient import (
     bounded_env,
     connect,
     decode_json,
-    is_cluster_lost,
     mon_command,
+    raised_from,
     whole_seconds,
 )
 from cephscope.runner.benchmarks.base import ClusterAccess
@@ -49,13 +49,9 @@ class ClusterLost(CephError):
 
 
 def cluster_lost(exc: BaseException) -> bool:
-    """`exc` says the cluster is lost (a ClusterLost, or anything raised from one)."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ClusterLost):
-            return True
-        seen = seen.__cause__
-    return is_cluster_lost(exc)
+    """`exc` says the cluster is lost (a ClusterLost or a MonTimeout, or anything raised from
+    one)."""
+    return raised_from(exc, (ClusterLost, MonTimeout))
 
 
 class CephCli:
