@@ -127,3 +127,12 @@ def test_each_daemon_starts_on_its_own_host(tmp_path: Path) -> None:
         with pytest.raises(DevClusterError):
             daemons.start(name)
     assert [host for host, _ in runner.calls] == ["host1", "host2", "host3"]
+
+
+def test_an_osd_of_a_release_root_is_told_its_class_dir(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "usr" / "lib" / "x86_64-linux-gnu" / "rados-classes").mkdir(parents=True)
+    layout = ClusterLayout.resolve(tmp_path / "c")
+    layout.release = Release("tentacle", root)
+    assert daemon_argv(layout, "osd.0")[-2:] == ["--osd-class-dir", "/usr/lib/x86_64-linux-gnu/rados-classes"]
+    assert "--osd-class-dir" not in daemon_argv(layout, "mon.a")
