@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from cephscope.deploy import rootfs
+from cephscope.deploy.cluster_parts import process_parts
 from cephscope.deploy.devcluster import DevCluster, DevClusterError, default_state_dir
 
 
@@ -104,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
             public_subnet=args.public_subnet,
             cluster_subnet=args.cluster_subnet,
             release=args.release,
+            parts=process_parts,  # daemons as processes on this machine or its namespace hosts
         )
     except DevClusterError as exc:
         print(f"devcluster: {exc}", file=sys.stderr)

@@ -22,7 +22,7 @@ SOURCE_DIRS = ("cephscope", "exporter", "runner", "deploy", "dashboards", "bench
 PROGRAM = re.compile(r"^(/[a-z]+)*/?[a-z][a-z0-9_+.-]*$")
 # Calls whose first argument is an argv (or, for the lookups, a program name).
 ARGV_CALLS = frozenset({"run", "Popen", "check_output", "check_call", "call", "popen", "run_quick",
-                        "_run", "_run_here", "admin_command", "_text", "argv", "host_command",
+                        "_run", "_run_here", "run_here", "admin_command", "_text", "argv", "host_command",
                         "release_command", "ArgvRestart", "run_tool"})
 LOOKUP_CALLS = frozenset({"which", "_tool", "resolve_tool", "run_tool"})
 # Words in argv position that are not programs this machine runs: a restart method's name

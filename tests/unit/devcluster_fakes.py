@@ -1,0 +1,168 @@
+"""Recording fakes of the dev cluster's parts (deploy/cluster_parts.py), for unit tests of
+what happens in which order without a cluster. Every fake writes into one shared `Journal`."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cephscope.deploy.cluster_bootstrap import ClusterBootstrap
+from cephscope.deploy.cluster_commands import ClusterCommands
+from cephscope.deploy.cluster_health import ClusterHealth
+from cephscope.deploy.cluster_layout import ClusterLayout, DevClusterError, OsdBacking
+from cephscope.deploy.cluster_parts import ClusterParts, PartsFactory
+from cephscope.deploy.cluster_preflight import ClusterPreflight
+from cephscope.deploy.placement import DevHost, Placement, Release
+
+
+@dataclass
+class Journal:
+    """What the fakes were asked to do, in order (thread-safe: OSDs start in parallel)."""
+
+    events: list[tuple[Any, ...]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, *event: Any) -> None:
+        with self.lock:
+            self.events.append(event)
+
+    def kinds(self, *kinds: str) -> list[tuple[Any, ...]]:
+        return [e for e in self.events if e[0] in kinds]
+
+    def index(self, *event: Any) -> int:
+        return self.events.index(event)
+
+    def indices(self, kind: str, predicate: Callable[[tuple[Any, ...]], bool] = lambda e: True) -> list[int]:
+        return [i for i, e in enumerate(self.events) if e[0] == kind and predicate(e)]
+
+
+class FakeRunner(Placement):
+    """Commands as the real tools would answer them, without running any: `ceph-authtool
+    --gen-print-key` prints a key, `ceph osd new` the next OSD id, everything else nothing."""
+
+    def __init__(self, state_dir: Path, journal: Journal) -> None:
+        super().__init__(state_dir)
+        self.journal = journal
+        self._osd_ids = itertools.count()
+
+    def run(self, host: DevHost, release: Release, argv: Sequence[str], timeout: float = 60,
+            input_bytes: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+        self.journal.add("run", host.name, tuple(argv), input_bytes)
+        out = b""
+        if "--gen-print-key" in argv:
+            out = b"AQBfakefakefakefakefakefakefakefakefake==\n"
+        elif list(argv[:1]) == ["ceph"] and "new" in argv:
+            out = f"{next(self._osd_ids)}\n".encode()
+        return subprocess.CompletedProcess(list(argv), 0, out, b"")
+
+
+class RecordingDaemons:
+    """A `DaemonPlacement` that starts nothing: it records each start (with whether the
+    cluster's record existed then and which loop devices it named) and stop, and answers `pid`
+    for what it "runs". Daemons in `fail` do not start."""
+
+    def __init__(self, layout: ClusterLayout, journal: Journal, fail: frozenset[str] = frozenset()) -> None:
+        self.layout = layout
+        self.journal = journal
+        self.fail = fail
+        self.running: dict[str, int] = {}
+        self._pids = itertools.count(1000)
+
+    def host_of(self, daemon: str) -> DevHost:
+        return self.layout.host_of(daemon)
+
+    def start(self, daemon: str, env: Mapping[str, str] | None = None) -> None:
+        recorded = self.layout.state_file.exists()
+        loops = tuple(o.loop_device for o in self.layout.load_state().osds) if recorded else ()
+        self.journal.add("start", daemon, dict(env or {}), recorded, loops)
+        if daemon in self.fail:
+            raise DevClusterError(f"{daemon} did not start")
+        self.running[daemon] = next(self._pids)
+
+    def stop(self, daemon: str, timeout: float = 30) -> bool:
+        was_running = self.running.pop(daemon, None) is not None
+        self.journal.add("stop", daemon, was_running)
+        return was_running
+
+    def pid(self, daemon: str) -> int | None:
+        return self.running.get(daemon)
+
+
+class RecordingLoops:
+    """Loop devices that are numbers in the journal."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self._numbers = itertools.count(40)
+
+    def unavailable(self) -> str | None:
+        return None
+
+    def attach(self, image: Path) -> str:
+        device = f"/dev/loop{next(self._numbers)}"
+        self.journal.add("attach", Path(image).name, device)
+        return device
+
+    def detach(self, backing: OsdBacking) -> None:
+        self.journal.add("detach", backing.loop_device)
+
+    def detach_under(self, directory: Path) -> list[str]:
+        self.journal.add("detach_under", directory)
+        return []
+
+
+class RecordingHealth(ClusterHealth):
+    """Every wait returns at once, recorded."""
+
+    def __init__(self, layout: ClusterLayout, commands: ClusterCommands, journal: Journal) -> None:
+        super().__init__(layout, commands, log=lambda msg: None)
+        self.journal = journal
+
+    def wait_osds_up(self, ids: Any, timeout: float) -> None:
+        self.journal.add("wait_osds_up", tuple(ids))
+
+    def wait_asok(self, ids: Any, timeout: float) -> None:
+        self.journal.add("wait_asok", tuple(ids))
+
+    def wait_health_ok(self, timeout: float = 120) -> None:
+        self.journal.add("wait_health_ok")
+
+    def wait_pgs_active_clean(self, timeout: float = 120) -> None:
+        self.journal.add("wait_pgs_active_clean")
+
+
+class QuietPreflight(ClusterPreflight):
+    """The real preflight minus what depends on this machine (installed programs, free ports)."""
+
+    def __init__(self, layout: ClusterLayout, journal: Journal) -> None:
+        super().__init__(layout, lambda: None, log=lambda msg: None)
+        self.journal = journal
+
+    def check_binaries(self) -> None:
+        self.journal.add("check_binaries")
+
+    def check_ports(self) -> None:
+        self.journal.add("check_ports")
+
+
+def recording_parts(journal: Journal, fail: frozenset[str] = frozenset()) -> PartsFactory:
+    """A parts factory for `DevCluster(..., parts=…)` whose parts all write into `journal`."""
+
+    def make(layout: ClusterLayout, log: Callable[[str], None]) -> ClusterParts:
+        commands = ClusterCommands(layout, FakeRunner(layout.state_dir, journal))
+        daemons = RecordingDaemons(layout, journal, fail)
+        loops = RecordingLoops(journal)
+        health = RecordingHealth(layout, commands, journal)
+        return ClusterParts(
+            commands=commands, daemons=daemons, loops=loops, health=health,
+            preflight=QuietPreflight(layout, journal),
+            bootstrap=ClusterBootstrap(layout, commands, daemons, loops, health, log),
+            hosts=None,
+        )
+
+    return make

@@ -1,0 +1,64 @@
+"""What `devcluster up` refuses before it changes anything."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from cephscope.deploy.cluster_layout import ClusterLayout, DevClusterError
+from cephscope.deploy.cluster_preflight import ClusterPreflight
+from cephscope.deploy.placement import Release
+
+
+def preflight(layout: ClusterLayout, why_not: str | None = None,
+              said: list[str] | None = None) -> ClusterPreflight:
+    return ClusterPreflight(layout, lambda: why_not, log=(said if said is not None else []).append)
+
+
+def test_a_state_dir_that_holds_something_else_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "thesis.tex").touch()
+    layout = ClusterLayout.resolve(tmp_path / "c")
+    with pytest.raises(DevClusterError, match=r"holds no dev cluster of ours \(thesis\.tex\)"):
+        preflight(layout).check_state_dir_is_ours_or_empty()
+    (tmp_path / "c" / "state.json").write_text("{}")
+    preflight(layout).check_state_dir_is_ours_or_empty()  # ours: no error
+    preflight(ClusterLayout.resolve(tmp_path / "new")).check_state_dir_is_ours_or_empty()
+
+
+def test_a_busy_port_in_the_range_is_named(tmp_path: Path) -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        layout = ClusterLayout.resolve(tmp_path / "c", port_base=port - 15)
+        with pytest.raises(DevClusterError, match="pick another --port-base") as raised:
+            preflight(layout).check_ports()
+    # other programs on this machine may hold ports of the range too
+    busy = str(raised.value).removeprefix("ports in use on 127.0.0.1: ").split(" (")[0].split(", ")
+    assert str(port) in busy
+
+
+def test_backing_as_asked_and_as_this_machine_allows(tmp_path: Path) -> None:
+    said: list[str] = []
+    layout = ClusterLayout.resolve(tmp_path / "c", backing="auto")
+    assert preflight(layout).choose_backing() == "loop"
+    assert preflight(layout, "no permission to use /dev/loop-control", said).choose_backing() == "file"
+    assert "OSDs on plain files" in said[0] and "no permission" in said[0]
+    layout.backing = "loop"
+    with pytest.raises(DevClusterError, match="loop devices cannot be used here: nope"):
+        preflight(layout, "nope").choose_backing()
+    layout.backing = "file"
+    assert preflight(layout, None).choose_backing() == "file"
+
+
+def test_a_release_root_without_the_ceph_programs_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "usr" / "bin").mkdir(parents=True)
+    (root / "usr" / "bin" / "ceph").touch()
+    layout = ClusterLayout.resolve(tmp_path / "c")
+    layout.release = Release("reef", root)
+    with pytest.raises(DevClusterError, match=f"release root {root} lacks ceph-authtool ceph-mgr"):
+        preflight(layout).check_binaries()
