@@ -29,6 +29,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -338,3 +339,17 @@ def load_baseline(run_dir: Path) -> dict[str, dict[str, dict[str, float]]]:
             baseline.setdefault(step.id, {})[str(r.get("mode"))] = {
                 k: float(v) for k, v in figures.items() if isinstance(v, int | float)}
     return baseline
+
+
+def make_run_id(spec_path: Path) -> str:
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", spec_path.stem)[:40] or "sweep"
+    return f"{stem}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+
+
+def rd_run_id(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return RunDir(path).run_id
+    except (ResultsError, KeyError):
+        return path.name

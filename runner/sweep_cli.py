@@ -13,16 +13,16 @@ from cephscope.runner.cephclient import CephError, CephTarget
 from cephscope.runner.clients import SshSettings
 from cephscope.runner.crashpoints import CrashPointError, checkpoint_from_environ
 from cephscope.runner.hygiene import HygieneOptions
-from cephscope.runner.results import ResultsError
-from cephscope.runner.spec import RESTART_METHODS, SSH_OPTION, SpecError
-from cephscope.runner.sweep import (
+from cephscope.runner.options import (
     DEFAULT_POOL,
     DEFAULT_RBD_POOL,
     DEFAULT_RESTORE_TIMEOUT_SECONDS,
-    Sweep,
-    SweepError,
     SweepOptions,
 )
+from cephscope.runner.results import ResultsError
+from cephscope.runner.spec import RESTART_METHODS, SSH_OPTION, SpecError
+from cephscope.runner.sweep import Sweep, SweepError
+from cephscope.runner.wiring import wiring_for
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -213,7 +213,10 @@ def run(args: argparse.Namespace, target: CephTarget | None = None) -> int:
     except CrashPointError as exc:
         print(f"cephscope sweep: {exc}", file=sys.stderr)
         return 2
-    sweep = Sweep(opts)
+    def log(message: str) -> None:
+        print(message, flush=True)
+
+    sweep = Sweep(opts, wiring_for(opts, log), log=log)
     try:
         return sweep.run()
     except SpecError as exc:
