@@ -116,7 +116,7 @@ class Restore:
                 items.append("host settings")
             if c.pools is not None and not self.keep_pools and c.pools.created:
                 items.append(f"pools created by the run ({', '.join(c.pools.created)})")
-            if self.run_dir.read_state().get("recovery_osds"):
+            if self.run_dir.journal().recovery_osds:
                 items.append("the recovery test's OSDs (in, noup off)")
             if hygiene is not None and hygiene.flags_set:
                 items.append(f"OSD flags ({', '.join(hygiene.flags_set)})")
@@ -158,19 +158,19 @@ class Restore:
         if c.touched and c.pools is not None and not self.keep_pools \
                 and (c.pools.created or c.pools.erasure_profiles_created):
             problems += self._restored("pools", c.pools.remove_created)
-        pending = rd.read_state().get("recovery_osds") or []
+        pending = rd.journal().recovery_osds
         if c.touched and pending:
             # a recovery test the run did not finish (killed, now resumed): OSDs back in
             recovery_problems = self._restored(
                 "the recovery test", RecoveryTest(cli, RecoverySpec(tuple(pending)), "").undo)
             if not recovery_problems:
-                rd.update_state(recovery_osds=[])
+                rd.record(recovery_osds=[])
             problems += recovery_problems
         if c.touched and hygiene is not None and hygiene.flags_set:
             flags = list(hygiene.flags_set)
             flag_problems = self._restored("OSD flags", hygiene.finish_run)
             if not flag_problems:
-                rd.update_state(scrub_flags_set=[])
+                rd.record(scrub_flags_set=[])
                 self.log(f"unset the run's OSD flags ({', '.join(flags)})")
             problems += flag_problems
         for p in problems:

@@ -143,7 +143,7 @@ class StepRunner:
                                         populate=self.recovery_populate(step, ctx))
                 ctx.abort = recovery.abort  # a failed recovery test stops the client at once
                 self.recovery = recovery
-                rd.update_state(recovery_osds=list(spec.recovery.osds))
+                rd.record(recovery_osds=list(spec.recovery.osds))
                 recovery.start()
                 # background: the client waits for the backfill (timed waits: Ctrl-C works)
                 while not recovery.start_io.wait(1.0):
@@ -173,7 +173,7 @@ class StepRunner:
                 recovery.bench_done.set()  # ends a `repeat` after its current cycle
                 recovery.wait()  # the step lasts until the cluster has recovered
                 ts["recovery"] = recovery.result(samples)
-                rd.update_state(recovery_osds=[])
+                rd.record(recovery_osds=[])
                 self.recovery = None
                 if recovery.error:
                     raise CephError(recovery.error)

@@ -189,11 +189,11 @@ class Sweep:
     def _restarting_osds(self) -> list[int]:
         if self.run_dir is None:
             return []
-        return list(self.run_dir.read_state().get("restarting_osds") or [])
+        return list(self.run_dir.journal().restarting_osds)
 
     def _record_restarting_osds(self, osd_ids: list[int]) -> None:
         if self.run_dir is not None:
-            self.run_dir.update_state(restarting_osds=osd_ids)
+            self.run_dir.record(restarting_osds=osd_ids)
 
     def _resume_restart(self, parts: Collaborators, cluster: ClusterParts) -> None:
         """A restart the killed run did not see through may have left OSDs stopped (killed

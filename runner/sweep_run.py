@@ -78,8 +78,8 @@ class SweepRun:
                      created: tuple[list[str], list[str]]) -> StepRunner:
         pools = PoolManager(cluster.cli, log=self.log, created=created[0],
                             erasure_profiles_created=created[1],
-                            record=lambda p, e: rd.update_state(created_pools=p,
-                                                                created_erasure_profiles=e))
+                            record=lambda p, e: rd.record(created_pools=p,
+                                                          created_erasure_profiles=e))
         return StepRunner(spec, self.opts, self.benchmarks, rd, cluster, parts.clients,
                           parts.target.tool_prefix, metrics, pools, self.log, self.failed,
                           annotator)
@@ -99,10 +99,10 @@ class SweepRun:
         annotator = (GrafanaAnnotator(o.grafana_url, o.grafana_token,
                                       dashboard_uid=o.grafana_dashboard_uid, log=self.log)
                      if o.grafana_url else None)
-        state = rd.read_state()
+        journal = rd.journal()
         runner = self._step_runner(spec, rd, parts, cluster, metrics, annotator,
-                                   (list(state.get("created_pools", [])),
-                                    list(state.get("created_erasure_profiles", []))))
+                                   (list(journal.created_pools),
+                                    list(journal.created_erasure_profiles)))
         run = Running(rd, parts, metrics, runner, ClusterChanges(cluster, pools=runner.pools))
         interrupted = False
         lost: ClusterLost | None = None
@@ -123,21 +123,21 @@ class SweepRun:
                 self._read_ceph_version(run)
                 if hygiene is not None:
                     hygiene.metrics = metrics
-                    flags = hygiene.start_run(list(rd.read_state().get("scrub_flags_set", [])))
-                    rd.update_state(scrub_flags_set=flags)
+                    flags = hygiene.start_run(list(rd.journal().scrub_flags_set))
+                    rd.record(scrub_flags_set=flags)
                 changes.knob_snapshot = rd.read_pre_sweep_knobs()
                 if changes.knob_snapshot is None and knob_values(spec) and host_knobs:
                     changes.knob_snapshot = host_knobs.snapshot(knob_values(spec))
                     rd.write_pre_sweep_knobs(changes.knob_snapshot)
                 changes.touched = ran_steps = True
-                if hygiene is not None and "idle_baseline" not in rd.read_state():
+                if hygiene is not None and not rd.journal().idle_baseline_taken:
                     if o.metrics_port is None and not o.prometheus_url:
                         self.log("idle baseline skipped: no --metrics-port or --prometheus-url "
                                  "records it")
                     else:
                         idle: dict[str, Any] = {}
                         hygiene.idle_baseline(idle, spec.idle_baseline_seconds)
-                        rd.update_state(idle_baseline=idle.get("idle_baseline"))
+                        rd.record(idle_baseline=idle.get("idle_baseline"))
                 if hygiene is not None:
                     hygiene.options = self._resolved_quiet_gap(hygiene.options)
                 self._run_steps(spec, plan, baseline, run)
@@ -159,12 +159,12 @@ class SweepRun:
             restore = self._restore(spec, plan, run)
             finished = restore.bounded(budget)
         if restore.unrestored:
-            rd.update_state(unrestored=list(restore.unrestored))
+            rd.record(unrestored=list(restore.unrestored))
             self.log(f"error: left unrestored: {', '.join(restore.unrestored)}; the run dir "
                      f"{rd.path} keeps it: `cephscope sweep --resume {rd.path}` restores it "
                      f"once the cluster answers")
-        elif rd.read_state().get("unrestored"):
-            rd.update_state(unrestored=[])
+        elif rd.journal().unrestored:
+            rd.record(unrestored=[])
         if lost is not None:
             done = sum(1 for s in plan.steps if rd.is_done(s))
             raise SweepError(f"run {run_id} stopped, the cluster is lost: {lost} "
@@ -253,10 +253,10 @@ class SweepRun:
             rd.write_pre_sweep_config(snapshot.to_dict())
         if cluster.hygiene is not None:
             cluster.hygiene.metrics = run.metrics
-            rd.update_state(scrub_flags_set=cluster.hygiene.start_run([]))
+            rd.record(scrub_flags_set=cluster.hygiene.start_run([]))
         runner = self._step_runner(spec, rd, parts, cluster, run.metrics,
                                    run.runner.annotator, ([], []))
-        rd.update_state(created_pools=[], created_erasure_profiles=[], release=release)
+        rd.record(created_pools=[], created_erasure_profiles=[], release=release)
         run.parts, run.runner = parts, runner
         run.changes = ClusterChanges(cluster, snapshot, run.changes.knob_snapshot,
                                      runner.pools, touched=True)

@@ -42,7 +42,7 @@ class WindowPulls:
 
     def pull_idle_baseline(self, rd: RunDir, final: bool) -> None:
         """The idle baseline window's system metrics, stored once for the report."""
-        idle = rd.read_state().get("idle_baseline")
+        idle = rd.journal().idle_baseline
         path = rd.path / IDLE_BASELINE_FILE
         if not isinstance(idle, dict) or path.exists():
             return
