@@ -126,7 +126,7 @@ class SweepRun:
                     flags = hygiene.start_run(list(rd.journal().scrub_flags_set))
                     rd.record(scrub_flags_set=flags)
                 changes.knob_snapshot = rd.read_pre_sweep_knobs()
-                if changes.knob_snapshot is None and knob_values(spec) and host_knobs:
+                if changes.knob_snapshot is None and knob_values(spec) and host_knobs is not None:
                     changes.knob_snapshot = host_knobs.snapshot(knob_values(spec))
                     rd.write_pre_sweep_knobs(changes.knob_snapshot)
                 changes.touched = ran_steps = True
