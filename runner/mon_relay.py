@@ -129,11 +129,13 @@ class RelayedRados:
         return ""
 
     def _read(self, timeout: float) -> dict[str, Any]:
-        assert self._proc.stdout is not None
-        ready, _, _ = select.select([self._proc.stdout], [], [], timeout)
+        stdout = self._proc.stdout
+        if stdout is None:  # started with a pipe: never; says so if that changes
+            raise MonCallError("the mon relay has no output pipe")
+        ready, _, _ = select.select([stdout], [], [], timeout)
         if not ready:
             raise MonTimeout(f"the mon relay gave no answer within {timeout:.0f} s")
-        line = self._proc.stdout.readline()
+        line = stdout.readline()
         if not line:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(5)
@@ -154,11 +156,13 @@ class RelayedRados:
             if self._proc.poll() is not None:
                 raise MonCallError(f"the mon relay is gone (exit status {self._proc.returncode}): "
                                    f"{self._stderr_tail() or 'no message'}")
-            assert self._proc.stdin is not None
+            stdin = self._proc.stdin
+            if stdin is None:  # started with a pipe: never; says so if that changes
+                raise MonCallError("the mon relay has no input pipe")
             try:
-                self._proc.stdin.write((json.dumps({"cmd": cmd, "timeout": timeout}) + "\n")
+                stdin.write((json.dumps({"cmd": cmd, "timeout": timeout}) + "\n")
                                        .encode())
-                self._proc.stdin.flush()
+                stdin.flush()
             except OSError as exc:
                 raise MonCallError(f"the mon relay is gone: {exc}") from exc
             reply = self._read(timeout + self.reply_grace_seconds)

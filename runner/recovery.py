@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from cephscope.runner.benchmarks.base import LiveSample
 from cephscope.runner.cephclient import CephCli, CephError
+from cephscope.runner.spec_checker import Checker, dotted
 
 if TYPE_CHECKING:
     from cephscope.runner.phase_metrics import PhaseMetrics
@@ -311,18 +312,18 @@ def phase_key(phase: Mapping[str, Any]) -> str:
     return phase["phase"] if cycle <= 1 else f"{phase['phase']}#{cycle}"
 
 
-def parse_recovery(value: Any, test_type: Any, where: Callable[[tuple[Any, ...]], str],
-                   base: tuple[Any, ...]) -> tuple[RecoverySpec | None, list[str]]:
-    """CBT's `recovery_test` mapping (+ `recov_test_type`) -> RecoverySpec, or problems."""
-    problems: list[str] = []
+def parse_recovery(c: Checker, base: tuple[Any, ...], value: Any,
+                   test_type: Any) -> RecoverySpec | None:
+    """CBT's `recovery_test` mapping (+ `recov_test_type`) -> RecoverySpec; None (problems
+    reported to `c`) when it is wrong."""
+    before = len(c.problems)
 
     def bad(key: str, v: Any, message: str) -> None:
-        problems.append(f"{where((*base, key))}: {'.'.join(map(str, (*base, key)))}: {v!r}: "
-                        f"{message}")
+        c.error((*base, key), v, message)
 
     if not isinstance(value, Mapping):
-        return None, [f"{where(base)}: {'.'.join(map(str, base))}: must be a mapping "
-                      f"(osds, pre_time, post_time, repeat)"]
+        c.problem(base, f"{dotted(base)}: must be a mapping (osds, pre_time, post_time, repeat)")
+        return None
     for key in value:
         if key not in ("osds", "pre_time", "post_time", "repeat", "recov_test_type"):
             bad(str(key), value[key], "unknown key (osds, pre_time, post_time, repeat, "
@@ -344,7 +345,7 @@ def parse_recovery(value: Any, test_type: Any, where: Callable[[tuple[Any, ...]]
     if test_type not in TEST_TYPES:
         bad("recov_test_type", test_type, f"unknown recovery test type (one of "
                                           f"{', '.join(TEST_TYPES)})")
-    if problems:
-        return None, problems
+    if len(c.problems) > before:
+        return None
     return RecoverySpec(tuple(osds), times["pre_time"], times["post_time"], bool(repeat),
-                        str(test_type)), []
+                        str(test_type))

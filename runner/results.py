@@ -9,7 +9,9 @@ Layout:
       pre_sweep_config.json    config db + running values of touched options before the sweep
       pre_sweep_knobs.json     host knob values (read-ahead, queue, sysctl) before the sweep
       environment.json         versions, config, pools, OSDs, hosts' kernel/sysctl/queues/NICs
-      state.json               pools the run created (so a resumed run can remove them)
+      state.json               the run's journal (RunJournal): what it changed on the cluster
+                               and has still to undo (pools, profiles, OSD flags, restarts and
+                               recovery-test OSDs under way), what it left unrestored
       step-<id>/               one per step (name from the deterministic step id)
         params.json            step params
         <raw tool output>      written by the benchmark
@@ -26,13 +28,16 @@ unfinished step: a resumed run clears it and runs the step again.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +90,61 @@ class ResultsError(RuntimeError):
 
 # the idle baseline window's Prometheus data (run start, no client I/O), beside the steps'
 IDLE_BASELINE_FILE = "idle_baseline.prometheus.json"
+JOURNAL_FILE = "state.json"
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _ints(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool)
+                                           for v in value)
+
+
+@dataclass(frozen=True)
+class RunJournal:
+    """What the run changed on the cluster and has not undone yet, each with its undo (the
+    restore and `--resume` read it): written before the change, cleared once undone. The
+    pre-sweep ceph config and host settings (the undo of each step's config and knobs) are
+    kept beside it, in pre_sweep_config.json and pre_sweep_knobs.json."""
+    created_pools: list[str] = field(default_factory=list)  # undo: delete them
+    created_erasure_profiles: list[str] = field(default_factory=list)  # undo: remove them
+    scrub_flags_set: list[str] = field(default_factory=list)  # OSD flags; undo: unset them
+    restarting_osds: list[int] = field(default_factory=list)  # undo: restart them again
+    recovery_osds: list[int] = field(default_factory=list)  # undo: mark in, unset noup
+    # not a change: the idle baseline window ({"start", "end"}; None: not measured), taken
+    # once per run (`idle_baseline_taken`: the file has the key)
+    idle_baseline: dict[str, float] | None = None
+    idle_baseline_taken: bool = False
+    unrestored: list[str] = field(default_factory=list)  # said when a restore gave up
+    release: str | None = None  # the release the run rebuilt the dev cluster on last
+
+    @classmethod
+    def from_dict(cls, data: Any, where: Path) -> RunJournal:
+        """The journal in `where`; ResultsError naming the file and key when it is not one."""
+        if not isinstance(data, dict):
+            raise ResultsError(f"{where}: not a run journal (a JSON object)")
+        checks = {"created_pools": _strings, "created_erasure_profiles": _strings,
+                  "scrub_flags_set": _strings, "restarting_osds": _ints,
+                  "recovery_osds": _ints, "unrestored": _strings,
+                  "idle_baseline": lambda v: v is None or (
+                      isinstance(v, dict) and all(isinstance(v.get(k), int | float)
+                                                  for k in ("start", "end"))),
+                  "release": lambda v: v is None or isinstance(v, str)}
+        problems = [f"{key}: unknown key" for key in data if key not in checks]
+        problems += [f"{key}: {data[key]!r}: wrong type" for key, ok in checks.items()
+                     if key in data and not ok(data[key])]
+        if problems:
+            raise ResultsError(f"{where}: not a run journal of this cephscope: "
+                               + "; ".join(problems))
+        return cls(**data, idle_baseline_taken="idle_baseline" in data)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        if not data.pop("idle_baseline_taken"):
+            del data["idle_baseline"]
+        return data
 
 class RunDir:
     def __init__(self, path: Path) -> None:
@@ -205,16 +265,32 @@ class RunDir:
 
     # ---- run state -----------------------------------------------------------------------------
 
-    def read_state(self) -> dict[str, Any]:
+    def journal(self) -> RunJournal:
+        """The run's journal (empty before its first change)."""
+        path = self.path / JOURNAL_FILE
         try:
-            return read_json(self.path / "state.json")
-        except (OSError, ValueError):
-            return {}
+            data = read_json(path)
+        except FileNotFoundError:
+            return RunJournal()
+        except (OSError, ValueError) as exc:
+            raise ResultsError(f"{path}: cannot read the run journal: {exc}") from exc
+        return RunJournal.from_dict(data, path)
+
+    def record(self, **changes: Any) -> RunJournal:
+        """Write these fields of the journal (atomically: a kill leaves the old or the new);
+        an unknown field is a TypeError. Writing `idle_baseline` marks it taken."""
+        if "idle_baseline" in changes:
+            changes.setdefault("idle_baseline_taken", True)
+        journal = dataclasses.replace(self.journal(), **changes)
+        atomic_write_json(self.path / JOURNAL_FILE, journal.to_dict())
+        return journal
+
+    def read_state(self) -> dict[str, Any]:
+        """The journal as its file's JSON object (for readers of the file, e.g. the report)."""
+        return self.journal().to_dict()
 
     def update_state(self, **changes: Any) -> None:
-        state = self.read_state()
-        state.update(changes)
-        atomic_write_json(self.path / "state.json", state)
+        self.record(**changes)
 
     def write_pre_sweep_config(self, snapshot: Mapping[str, Any]) -> None:
         atomic_write_json(self.path / "pre_sweep_config.json", dict(snapshot))
@@ -338,3 +414,17 @@ def load_baseline(run_dir: Path) -> dict[str, dict[str, dict[str, float]]]:
             baseline.setdefault(step.id, {})[str(r.get("mode"))] = {
                 k: float(v) for k, v in figures.items() if isinstance(v, int | float)}
     return baseline
+
+
+def make_run_id(spec_path: Path) -> str:
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", spec_path.stem)[:40] or "sweep"
+    return f"{stem}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+
+
+def rd_run_id(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return RunDir(path).run_id
+    except (ResultsError, KeyError):
+        return path.name

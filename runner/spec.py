@@ -30,6 +30,10 @@ import yaml
 from cephscope.runner.axes import axes_product
 from cephscope.runner.recovery import RecoverySpec, parse_recovery
 from cephscope.runner.search.settings import AdaptiveIterations, parse_iterations, parse_search
+from cephscope.runner.spec_checker import (
+    Checker,
+    dotted,
+)
 from cephscope.runner.spec_safety import ssh_option_problem, sysctl_problem
 
 # Keys in CBT's `cluster:` section that build or describe a cluster cephscope does not manage:
@@ -112,11 +116,6 @@ DEFAULT_REPLICATED_SIZE = 3
 RESTART_KEYS = frozenset({"method", "command", "rolling", "timeout"})
 RESTART_METHODS = ("devcluster", "systemd", "cephadm", "command")
 
-# Characters that mean something to a shell. Values never reach a shell (argv lists only), but a
-# value holding them is almost certainly a mistake or an injection attempt in a shared spec.
-SHELL_METACHARACTERS = frozenset(";&|$`<>(){}\\\n\r'\"*?!")
-
-SCALAR_TYPES = (bool, int, float, str)
 QUEUE_ATTRIBUTE = re.compile(r"^(iosched/)?[a-z0-9_]+$")
 SYSCTL_NAME = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_-]+)+$")
 # A Ceph release as `devcluster.release` names it (which ones exist is the dev cluster's say).
@@ -262,11 +261,11 @@ def _plain(node: yaml.Node, path: tuple[Any, ...], lines: dict[tuple[Any, ...], 
             key = constructor.construct_object(key_node, deep=True)
             key_line = key_node.start_mark.line + 1
             if not isinstance(key, str | int | float | bool):
-                problems.append(f"{file_label}:{key_line}: {_dotted(path) or '<top>'}: "
+                problems.append(f"{file_label}:{key_line}: {dotted(path) or '<top>'}: "
                                 f"key {key!r} must be a scalar")
                 continue
             if key in result:
-                problems.append(f"{file_label}:{key_line}: {_dotted((*path, key))}: duplicate key")
+                problems.append(f"{file_label}:{key_line}: {dotted((*path, key))}: duplicate key")
             lines[(*path, key)] = key_line
             result[key] = _plain(value_node, (*path, key), lines, constructor, problems,
                                  file_label)
@@ -364,100 +363,10 @@ def load_yaml_with_lines(text: str, file_label: str) -> tuple[Any, dict[tuple[An
     return data, lines
 
 
-def _dotted(path: tuple[Any, ...]) -> str:
-    out = ""
-    for part in path:
-        if isinstance(part, int) and not isinstance(part, bool):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
-
-
 # --------------------------------------------------------------------------- validation
 
 
-class _Checker:
-    def __init__(self, path: Path, lines: dict[tuple[Any, ...], int]) -> None:
-        self.path = path
-        self.lines = lines
-        self.problems: list[str] = []
-        self.warnings: list[str] = []
-
-    def _where(self, key_path: tuple[Any, ...]) -> str:
-        p = key_path
-        while p and p not in self.lines:
-            p = p[:-1]
-        line = self.lines.get(p)
-        return f"{self.path}:{line}" if line else str(self.path)
-
-    def error(self, key_path: tuple[Any, ...], value: Any, message: str) -> None:
-        self.problems.append(
-            f"{self._where(key_path)}: {_dotted(key_path)}: {value!r}: {message}"
-        )
-
-    def warn(self, key_path: tuple[Any, ...], message: str) -> None:
-        self.warnings.append(f"{self._where(key_path)}: {_dotted(key_path)}: {message}")
-
-    def mapping(self, key_path: tuple[Any, ...], value: Any) -> dict[str, Any]:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            self.error(key_path, value, f"must be a mapping, not {type(value).__name__}")
-            return {}
-        return value
-
-    def shell_safe(self, key_path: tuple[Any, ...], value: Any) -> None:
-        """Reject any string anywhere below key_path that holds shell metacharacters."""
-        if isinstance(value, str):
-            bad = sorted({c for c in value if c in SHELL_METACHARACTERS})
-            if bad:
-                self.error(key_path, value,
-                           f"holds shell metacharacter(s) {''.join(bad)!r}; not allowed")
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                self.shell_safe((*key_path, k), k)
-                self.shell_safe((*key_path, k), v)
-        elif isinstance(value, list):
-            for i, v in enumerate(value):
-                self.shell_safe((*key_path, i), v)
-
-    def axis_values(self, key_path: tuple[Any, ...], value: Any,
-                    allowed: tuple[type, ...] = SCALAR_TYPES) -> list[Any] | None:
-        """A scalar or a non-empty list of scalars of the allowed types; None if invalid."""
-        values = value if isinstance(value, list) else [value]
-        if isinstance(value, list) and not value:
-            self.error(key_path, value, "empty list: a sweep axis needs at least one value")
-            return None
-        ok = True
-        for i, v in enumerate(values):
-            vp = (*key_path, i) if isinstance(value, list) else key_path
-            if not _type_ok(v, allowed):
-                names = "/".join(t.__name__ for t in allowed)
-                self.error(vp, v, f"wrong type {type(v).__name__}; expected {names}")
-                ok = False
-            elif isinstance(v, int | float) and not isinstance(v, bool) and v < 0:
-                self.error(vp, v, "must not be negative")
-                ok = False
-        if ok and isinstance(value, list) and len({_canon(v) for v in values}) != len(values):
-            self.error(key_path, value, "axis holds the same value twice")
-            ok = False
-        return values if ok else None
-
-
-def _canon(value: Any) -> str:
-    return f"{type(value).__name__}:{value!r}"
-
-
-def _type_ok(value: Any, allowed: tuple[type, ...]) -> bool:
-    if isinstance(value, bool):
-        return bool in allowed
-    if isinstance(value, int) and int not in allowed and float in allowed:
-        return True  # an int where a float is expected is fine
-    return isinstance(value, allowed)
-
-
-def _int(c: _Checker, key_path: tuple[Any, ...], value: Any, minimum: int) -> int | None:
+def _int(c: Checker, key_path: tuple[Any, ...], value: Any, minimum: int) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         c.error(key_path, value, f"wrong type {type(value).__name__}; expected int")
         return None
@@ -487,7 +396,7 @@ def load_spec(path: str | Path, text: str | None = None,
 
 def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
                   benchmark_classes: Mapping[str, Any], allow_unsafe: bool = False) -> Spec:
-    c = _Checker(path, lines)
+    c = Checker.for_file(path, lines)
     if not isinstance(data, dict):
         raise SpecError([f"{path}:1: the spec must be a mapping at the top level"])
     # Only what cephscope acts on is checked for shell metacharacters: an ignored CBT key
@@ -536,8 +445,7 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
     # iterations: top level or CBT's cluster.iterations
     for kp, container in ((("iterations",), data), (("cluster", "iterations"), cluster)):
         if "iterations" in container:
-            it, problems = parse_iterations(container["iterations"], kp, c._where)
-            c.problems += problems
+            it = parse_iterations(c, kp, container["iterations"])
             if isinstance(it, AdaptiveIterations):
                 spec.adaptive, spec.iterations = it, it.min
             elif it is not None:
@@ -643,15 +551,13 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
             types = set(map(str, recov_types.values()))
             if len(types) > 1:
                 c.error(("benchmarks",), sorted(types), "one recov_test_type for the run")
-            spec.recovery, problems = parse_recovery(container["recovery_test"],
-                                                     next(iter(types), None), c._where, kp)
-            c.problems += problems
+            spec.recovery = parse_recovery(c, kp, container["recovery_test"],
+                                           next(iter(types), None))
     if recov_types and spec.recovery is None:
         c.error(("benchmarks",), recov_types, "recov_test_type without a recovery_test section")
 
     if "search" in data:
-        spec.search, problems = parse_search(data["search"], c._where, spec.benchmarks)
-        c.problems += problems
+        spec.search = parse_search(c, ("search",), data["search"], spec.benchmarks)
     spec.releases = _parse_devcluster(c, data.get("devcluster"))
     if spec.releases and (spec.search is not None or spec.adaptive is not None):
         c.error(("devcluster", "release"), list(spec.releases),
@@ -679,7 +585,7 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
     return spec
 
 
-def _parse_devcluster(c: _Checker, section: Any) -> tuple[str, ...]:
+def _parse_devcluster(c: Checker, section: Any) -> tuple[str, ...]:
     """`devcluster: {release: NAME | [NAME, ...]}`: the releases, in the order given."""
     kp: tuple[Any, ...] = ("devcluster",)
     data = c.mapping(kp, section)
@@ -719,7 +625,7 @@ def _acted_on(data: dict[str, Any], benchmark_classes: Mapping[str, Any]) -> dic
     return kept
 
 
-def _pool_profile(c: _Checker, kp: tuple[Any, ...], name: str, pp: Any,
+def _pool_profile(c: Checker, kp: tuple[Any, ...], name: str, pp: Any,
                   erasure_profiles: dict[str, dict[str, Any]]) -> PoolProfile | None:
     pp = c.mapping(kp, pp)
     before = len(c.problems)
@@ -779,7 +685,7 @@ def _pool_profile(c: _Checker, kp: tuple[Any, ...], name: str, pp: Any,
     return PoolProfile(name=name, replication=size, pg_num=pg_num, **prefill)
 
 
-def _host_knobs(c: _Checker, spec: Spec, data: dict[str, Any], cluster: dict[str, Any],
+def _host_knobs(c: Checker, spec: Spec, data: dict[str, Any], cluster: dict[str, Any],
                 allow_unsafe: bool = False) -> None:
     """`osd_ra` (top level or CBT's cluster.osd_ra), `block_queue`, `sysctl` -> spec.knobs."""
     for kp, container in ((("osd_ra",), data), (("cluster", "osd_ra"), cluster)):
@@ -832,7 +738,7 @@ def _without_osd_id_placeholder(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "restart": {**restart, "command": command}}
 
 
-def _host_names(c: _Checker, kp: tuple[Any, ...], value: Any) -> tuple[str, ...]:
+def _host_names(c: Checker, kp: tuple[Any, ...], value: Any) -> tuple[str, ...]:
     """A host name or a list of them (CBT writes both)."""
     values = value if isinstance(value, list) else [value]
     names: list[str] = []
@@ -849,7 +755,7 @@ def _host_names(c: _Checker, kp: tuple[Any, ...], value: Any) -> tuple[str, ...]
     return tuple(names)
 
 
-def _hosts(c: _Checker, cluster: dict[str, Any], allow_unsafe: bool = False) -> HostsSpec:
+def _hosts(c: Checker, cluster: dict[str, Any], allow_unsafe: bool = False) -> HostsSpec:
     def kp(key: str) -> tuple[str, str]:
         return ("cluster", key)
 
@@ -896,7 +802,7 @@ def _hosts(c: _Checker, cluster: dict[str, Any], allow_unsafe: bool = False) -> 
                      ssh_identity_file=identity, ssh_options=tuple(options))
 
 
-def _restart(c: _Checker, rs: dict[str, Any]) -> RestartSpec:
+def _restart(c: Checker, rs: dict[str, Any]) -> RestartSpec:
     for key, value in rs.items():
         if key not in RESTART_KEYS:
             c.error(("restart", key), value, "unknown key in restart")

@@ -35,6 +35,7 @@ from cephscope.runner.benchmarks.base import (
     Benchmark,
     BenchmarkError,
     BenchResult,
+    ClusterAccess,
     LiveSample,
     Slot,
     client_aggregators,
@@ -576,3 +577,12 @@ def parse_output_file(path: Path) -> RadosBenchOutput:
             "the tool was cut short or printed something else"
         )
     return output
+
+
+def prefill_argv(cluster: ClusterAccess, pool: str, *, object_size: int, threads: int,
+                 max_objects: int, seconds: int = 600) -> list[str]:
+    """`rados bench write` that leaves `max_objects` objects in `pool` (the recovery test's
+    prefill: CBT's `prefill_recovery_*` pool-profile keys)."""
+    return [*cluster.tool_prefix, "rados", *cluster.common_args(), "-p", pool,
+            "bench", str(seconds), "write", "--no-cleanup", "-b", str(object_size),
+            "-t", str(threads), "--max-objects", str(max_objects)]

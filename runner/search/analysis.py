@@ -20,6 +20,7 @@ from cephscope.runner.search.measure import result_metrics
 from cephscope.runner.search.pareto import pareto_front
 from cephscope.runner.search.settings import Objective, SearchSettings, parse_search
 from cephscope.runner.search.space import Candidate, label
+from cephscope.runner.spec_checker import Checker
 from cephscope.runner.stats import Summary, summarize, t_ppf, welch
 
 
@@ -168,8 +169,9 @@ def _settings(run_dir: Path) -> SearchSettings | None:
     raw = resolved.get("search_raw")
     if not raw:
         return None
-    settings, _problems = parse_search(raw, lambda kp: str(run_dir), resolved.get("benchmarks", {}))
-    return settings
+    # a run dir's own spec was checked when it ran: a problem now just means no settings
+    return parse_search(Checker(lambda kp: str(run_dir)), ("search",), raw,
+                        resolved.get("benchmarks", {}))
 
 
 def _baseline(rd: Any, axes: Sequence[str], runs: Mapping[Candidate, Any],

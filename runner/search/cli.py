@@ -16,6 +16,7 @@ from cephscope.runner.search.replay import (
     synthetic_grid,
 )
 from cephscope.runner.search.settings import METHODS, Objective, SearchSettings, parse_search
+from cephscope.runner.spec_checker import Checker
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,9 +65,10 @@ def run(args: argparse.Namespace) -> int:
     base = SearchSettings(objectives=(Objective("iops", "maximize"),),
                           restart_seconds=args.restart_seconds, max_restarts=max_restarts)
     if args.maximize:
-        settings, problems = parse_search({"maximize": args.maximize}, lambda kp: "--maximize", {})
+        checker = Checker(lambda kp: "--maximize")
+        settings = parse_search(checker, ("search",), {"maximize": args.maximize}, {})
         if settings is None:
-            print("cephscope search: " + "; ".join(problems), file=sys.stderr)
+            print("cephscope search: " + "; ".join(checker.problems), file=sys.stderr)
             return 2
         base = replace(base, objectives=settings.objectives)
     rows = []

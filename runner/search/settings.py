@@ -1,20 +1,19 @@
 """The `iterations: {min, max, ci}` and `search:` sections of a sweep spec.
 
-Parsers take plain YAML data and a `where(key_path) -> "file:line"` callable and return
-(value, problems), so the spec module can report every problem with its line, before anything
-touches the cluster.
+Parsers follow the spec's convention (runner/spec_checker.py): `parse_X(c, key_path, value)`
+returns the parsed value, or None with every problem reported to the checker `c` with its
+line, before anything touches the cluster.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from cephscope.runner.restart import TYPICAL_RESTART_SECONDS
-
-Where = Callable[[tuple[Any, ...]], str]
+from cephscope.runner.spec_checker import Checker
 
 # objective metric name -> (key of a parsed benchmark result, lower is better by nature)
 METRICS: dict[str, str] = {
@@ -177,47 +176,47 @@ def parse_percent(value: Any) -> float | None:
     return number if 0.0 < number < 1.0 else None
 
 
-def parse_iterations(value: Any, kp: tuple[Any, ...],
-                     where: Where) -> tuple[int | AdaptiveIterations | None, list[str]]:
+def parse_iterations(c: Checker, kp: tuple[Any, ...],
+                     value: Any) -> int | AdaptiveIterations | None:
     """`iterations: 3` (fixed) or `iterations: {min: 2, max: 8, ci: 5%}` (adaptive)."""
-    at = f"{where(kp)}: {'.'.join(map(str, kp))}"
+    at = ".".join(map(str, kp))
     if _is_int(value):
         if value < 1:
-            return None, [f"{at}: {value!r}: must be at least 1"]
-        return value, []
+            c.problem(kp, f"{at}: {value!r}: must be at least 1")
+            return None
+        return value
     if not isinstance(value, dict):
-        return None, [f"{at}: {value!r}: expected an integer or {{min, max, ci}}"]
-    problems = []
+        c.problem(kp, f"{at}: {value!r}: expected an integer or {{min, max, ci}}")
+        return None
+    before = len(c.problems)
     for key in value:
         if key not in ("min", "max", "ci"):
-            problems.append(f"{where((*kp, key))}: {'.'.join(map(str, kp))}.{key}: "
+            c.problem((*kp, key), f"{'.'.join(map(str, kp))}.{key}: "
                             f"unknown key (min, max, ci)")
     lo, hi = value.get("min", 2), value.get("max", 8)
     if not _is_int(lo) or lo < 2:
-        problems.append(f"{where((*kp, 'min'))}: iterations.min: {lo!r}: must be an integer "
+        c.problem((*kp, 'min'), f"iterations.min: {lo!r}: must be an integer "
                         f">= 2 (a confidence interval needs two values)")
     if not _is_int(hi) or (_is_int(lo) and hi < lo):
-        problems.append(f"{where((*kp, 'max'))}: iterations.max: {hi!r}: must be an integer "
+        c.problem((*kp, 'max'), f"iterations.max: {hi!r}: must be an integer "
                         f">= min")
     ci = parse_percent(value.get("ci", "5%"))
     if ci is None:
-        problems.append(f"{where((*kp, 'ci'))}: iterations.ci: {value.get('ci')!r}: must be a "
+        c.problem((*kp, 'ci'), f"iterations.ci: {value.get('ci')!r}: must be a "
                         f"relative half-width like 5% or 0.05")
-    if problems:
-        return None, problems
-    assert ci is not None
-    return AdaptiveIterations(min=lo, max=hi, ci=ci), []
+    if len(c.problems) > before or ci is None:
+        return None
+    return AdaptiveIterations(min=lo, max=hi, ci=ci)
 
 
-def _objective(item: Any, direction: str, kp: tuple[Any, ...], where: Where,
-               problems: list[str]) -> Objective | None:
+def _objective(c: Checker, kp: tuple[Any, ...], item: Any, direction: str) -> Objective | None:
     if not isinstance(item, str):
-        problems.append(f"{where(kp)}: search.{direction}: {item!r}: expected a metric name "
+        c.problem(kp, f"search.{direction}: {item!r}: expected a metric name "
                         f"like iops or latency_p99@write")
         return None
     m = _OBJECTIVE.match(item)
     if m is None:
-        problems.append(f"{where(kp)}: search.{direction}: {item!r}: expected "
+        c.problem(kp, f"search.{direction}: {item!r}: expected "
                         f"METRIC[@MODE][[PARAM=VALUE,...]], e.g. iops@randread[iodepth=256]")
         return None
     metric, mode = m["metric"], m["mode"]
@@ -227,52 +226,51 @@ def _objective(item: Any, direction: str, kp: tuple[Any, ...], where: Where,
             continue
         k, eq, v = part.partition("=")
         if not eq or not k.strip() or not v.strip():
-            problems.append(f"{where(kp)}: search.{direction}: {item!r}: workload "
+            c.problem(kp, f"search.{direction}: {item!r}: workload "
                             f"{part.strip()!r}: expected PARAM=VALUE")
             return None
         workload.append((k.strip(), v.strip()))
     if metric not in METRICS:
-        problems.append(f"{where(kp)}: search.{direction}: {item!r}: unknown metric "
+        c.problem(kp, f"search.{direction}: {item!r}: unknown metric "
                         f"(one of {', '.join(METRICS)})")
         return None
     return Objective(metric=metric, direction=direction, mode=mode or None,
                      workload=tuple(workload))
 
 
-def parse_constraint(text: Any, kp: tuple[Any, ...], where: Where,
-                     problems: list[str]) -> Constraint | None:
+def parse_constraint(c: Checker, kp: tuple[Any, ...], text: Any) -> Constraint | None:
     m = _CONSTRAINT.match(text) if isinstance(text, str) else None
     if m is None:
-        problems.append(f"{where(kp)}: search.constraints: {text!r}: expected "
+        c.problem(kp, f"search.constraints: {text!r}: expected "
                         f"'METRIC[@MODE] <=|>= VALUE [UNIT]', e.g. 'latency_p99 <= 5 ms'")
         return None
     if m["metric"] not in METRICS:
-        problems.append(f"{where(kp)}: search.constraints: {text!r}: unknown metric "
+        c.problem(kp, f"search.constraints: {text!r}: unknown metric "
                         f"{m['metric']!r} (one of {', '.join(METRICS)})")
         return None
     if m["unit"] not in UNITS:
-        problems.append(f"{where(kp)}: search.constraints: {text!r}: unknown unit "
+        c.problem(kp, f"search.constraints: {text!r}: unknown unit "
                         f"{m['unit']!r} (one of {', '.join(u for u in UNITS if u)})")
         return None
     return Constraint(metric=m["metric"], op=m["op"], value=float(m["value"]) * UNITS[m["unit"]],
                       mode=m["mode"], text=text.strip())
 
 
-def parse_search(value: Any, where: Where,
-                 benchmarks: Mapping[str, Mapping[str, Any]]) -> tuple[SearchSettings | None,
-                                                                     list[str]]:
-    """The `search:` section; `benchmarks` (name -> params) checks that objectives exist."""
-    kp: tuple[Any, ...] = ("search",)
+def parse_search(c: Checker, kp: tuple[Any, ...], value: Any,
+                 benchmarks: Mapping[str, Mapping[str, Any]]) -> SearchSettings | None:
+    """The `search:` section (at `kp`, `("search",)` in a spec); `benchmarks` (name ->
+    params) checks that objectives exist."""
     if not isinstance(value, dict):
-        return None, [f"{where(kp)}: search: {value!r}: must be a mapping"]
-    problems: list[str] = []
+        c.problem(kp, f"search: {value!r}: must be a mapping")
+        return None
+    before = len(c.problems)
     for key in value:
         if key not in SEARCH_KEYS:
-            problems.append(f"{where((*kp, key))}: search.{key}: unknown key "
+            c.problem((*kp, key), f"search.{key}: unknown key "
                             f"(one of {', '.join(sorted(SEARCH_KEYS))})")
     method = value.get("method", "grid")
     if method not in METHODS:
-        problems.append(f"{where((*kp, 'method'))}: search.method: {method!r}: unknown method "
+        c.problem((*kp, 'method'), f"search.method: {method!r}: unknown method "
                         f"(one of {', '.join(METHODS)})")
     objectives: list[Objective] = []
     for direction in ("maximize", "minimize"):
@@ -280,34 +278,34 @@ def parse_search(value: Any, where: Where,
             continue
         items = value[direction] if isinstance(value[direction], list) else [value[direction]]
         for item in items:
-            o = _objective(item, direction, (*kp, direction), where, problems)
+            o = _objective(c, (*kp, direction), item, direction)
             if o is not None:
                 objectives.append(o)
     for i, item in enumerate(value.get("objectives", []) or []):
         ok = isinstance(item, dict) and len(item) == 1 and next(iter(item)) in ("maximize",
                                                                                "minimize")
         if not ok:
-            problems.append(f"{where((*kp, 'objectives', i))}: search.objectives[{i}]: "
+            c.problem((*kp, 'objectives', i), f"search.objectives[{i}]: "
                             f"{item!r}: expected {{maximize: METRIC}} or {{minimize: METRIC}}")
             continue
         direction, metric = next(iter(item.items()))
-        o = _objective(metric, direction, (*kp, "objectives", i), where, problems)
+        o = _objective(c, (*kp, "objectives", i), metric, direction)
         if o is not None:
             objectives.append(o)
-    if not objectives and not problems:
+    if not objectives and len(c.problems) == before:
         objectives.append(Objective("iops", "maximize"))
     # a workload names parameters of the sweep's benchmarks
     for o in objectives:
         for param, _ in o.workload:
             if benchmarks and not any(param in (p or {}) for p in benchmarks.values()):
-                problems.append(f"{where(kp)}: search: objective {o.label!r}: {param!r} is "
+                c.problem(kp, f"search: objective {o.label!r}: {param!r} is "
                                 f"not a parameter of {', '.join(benchmarks)}")
     # every objective must be produced by every benchmark of the sweep
     for o in objectives:
         for bname in benchmarks:
             produced = BENCHMARK_METRICS.get(bname, frozenset(METRICS))
             if o.metric not in produced:
-                problems.append(f"{where(kp)}: search: objective {o.label!r}: benchmark "
+                c.problem(kp, f"search: objective {o.label!r}: benchmark "
                                 f"{bname} does not produce {o.metric} (it gives "
                                 f"{', '.join(sorted(produced))})")
     constraints: list[Constraint] = []
@@ -315,51 +313,51 @@ def parse_search(value: Any, where: Where,
     if isinstance(raw_constraints, str):
         raw_constraints = [raw_constraints]
     for i, text in enumerate(raw_constraints):
-        con = parse_constraint(text, (*kp, "constraints", i), where, problems)
+        con = parse_constraint(c, (*kp, "constraints", i), text)
         if con is not None:
             for bname in benchmarks:
                 produced = BENCHMARK_METRICS.get(bname, frozenset(METRICS))
                 if con.metric not in produced:
-                    problems.append(f"{where((*kp, 'constraints', i))}: search.constraints: "
+                    c.problem((*kp, 'constraints', i), f"search.constraints: "
                                     f"{text!r}: benchmark {bname} does not produce "
                                     f"{con.metric}")
             constraints.append(con)
     budget = Budget()
     raw_budget = value.get("budget")
     if raw_budget is not None:
-        budget = _budget(raw_budget, (*kp, "budget"), where, problems)
+        budget = _budget(c, (*kp, "budget"), raw_budget)
     ints = {"seed": (0, 0), "eta": (3, 2), "min_seconds": (2, 1), "warmup": (0, 0),
             "rank_check": (3, 0), "batch": (4, 1)}
     parsed: dict[str, int] = {}
     for key, (default, minimum) in ints.items():
         v = value.get(key, default)
         if not _is_int(v) or v < minimum:
-            problems.append(f"{where((*kp, key))}: search.{key}: {v!r}: must be an integer "
+            c.problem((*kp, key), f"search.{key}: {v!r}: must be an integer "
                             f">= {minimum}")
             v = default
         parsed[key] = v
     restart_seconds = value.get("restart_seconds", TYPICAL_RESTART_SECONDS)
     if not _is_num(restart_seconds) or restart_seconds < 0:
-        problems.append(f"{where((*kp, 'restart_seconds'))}: search.restart_seconds: "
+        c.problem((*kp, 'restart_seconds'), f"search.restart_seconds: "
                         f"{restart_seconds!r}: must be a number >= 0")
         restart_seconds = TYPICAL_RESTART_SECONDS
     max_restarts = value.get("max_restarts")
     if max_restarts is not None and max_restarts != "grid" and not (
             _is_int(max_restarts) and max_restarts >= 1):
-        problems.append(f"{where((*kp, 'max_restarts'))}: search.max_restarts: "
+        c.problem((*kp, 'max_restarts'), f"search.max_restarts: "
                         f"{max_restarts!r}: must be an integer >= 1 or 'grid'")
-    if problems:
-        return None, problems
+    if len(c.problems) > before:
+        return None
     return SearchSettings(method=method, objectives=tuple(objectives),
                           constraints=tuple(constraints), budget=budget,
                           restart_seconds=float(restart_seconds), max_restarts=max_restarts,
-                          **parsed), []
+                          **parsed)
 
 
-def _budget(raw: Any, kp: tuple[Any, ...], where: Where, problems: list[str]) -> Budget:
-    at = f"{where(kp)}: search.budget"
+def _budget(c: Checker, kp: tuple[Any, ...], raw: Any) -> Budget:
+    at = "search.budget"
     if not isinstance(raw, dict) or len(raw) != 1:
-        problems.append(f"{at}: {raw!r}: expected one of {{steps: N}}, {{seconds: S}}, "
+        c.problem(kp, f"{at}: {raw!r}: expected one of {{steps: N}}, {{seconds: S}}, "
                         f"{{fraction: 1/3 or 33%}}")
         return Budget()
     key, v = next(iter(raw.items()))
@@ -371,7 +369,7 @@ def _budget(raw: Any, kp: tuple[Any, ...], where: Where, problems: list[str]) ->
         frac = _fraction(v)
         if frac is not None:
             return Budget(fraction=frac)
-    problems.append(f"{at}.{key}: {v!r}: expected steps (integer >= 1), seconds (> 0) or "
+    c.problem(kp, f"{at}.{key}: {v!r}: expected steps (integer >= 1), seconds (> 0) or "
                     f"fraction (0 < f <= 1, e.g. 1/3 or 33%)")
     return Budget()
 

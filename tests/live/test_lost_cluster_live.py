@@ -43,7 +43,7 @@ benchmarks:
 """
 BENCH_SECONDS = 6
 # Per call grace (cephscope.monclient.CALL_GRACE_SECONDS), the restore's grace
-# (runner.sweep.RESTORE_GRACE_SECONDS) and the process' own start and exit.
+# (runner.options.RESTORE_GRACE_SECONDS) and the process' own start and exit.
 SLACK_SECONDS = 15
 
 

@@ -6,8 +6,20 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from cephscope.runner.benchmarks.base import BenchContext, Benchmark, BenchResult, LiveSample
-from cephscope.runner.cephclient import CephError
+from cephscope.runner.benchmarks.base import (
+    BenchContext,
+    Benchmark,
+    BenchmarkError,
+    BenchResult,
+    LiveSample,
+)
+from cephscope.runner.cephclient import CephError, CephTarget
+from cephscope.runner.knobs.ceph_config import ConfigManager
+from cephscope.runner.options import SweepOptions
+from cephscope.runner.restart import RestartJournal, RestartMethod
+from cephscope.runner.spec import Spec
+from cephscope.runner.sweep import Sweep
+from cephscope.runner.wiring import ClusterParts, Collaborators, Wire
 
 
 class EchoBench(Benchmark):
@@ -182,3 +194,37 @@ class FakeCluster:
                 fresh = dict(self.started_with[i])
             self.osds[i]["config"] = fresh
             self.started_with[i] = dict(fresh)
+
+
+class CountingBench(EchoBench):
+    """EchoBench recording the steps it ran; `fail_step` fails that one."""
+    runs: ClassVar[list[str]] = []
+    fail_step: ClassVar[str | None] = None
+
+    def run(self, mode: str, ctx: BenchContext) -> list[Path]:
+        if ctx.step_id == CountingBench.fail_step:
+            raise BenchmarkError("tool exited 1")
+        CountingBench.runs.append(ctx.step_id)
+        return super().run(mode, ctx)
+
+
+def fake_wiring(cluster: FakeCluster, restart: RestartMethod | None = None) -> Wire:
+    """A sweep's collaborators on the in-memory cluster (its own restart method unless
+    `restart`); no host is reached (no host knobs, no hygiene)."""
+
+    def wire(spec: Spec, target: CephTarget | None, journal: RestartJournal) -> Collaborators:
+        config = ConfigManager(cluster, restart or cluster, lambda i: None,  # type: ignore[arg-type]
+                               log=lambda m: None, poll_seconds=0.01, timeout_seconds=5,
+                               restart_journal=journal)
+        return Collaborators(target or CephTarget(cluster.conf_path),
+                             ClusterParts(cluster, config))  # type: ignore[arg-type]
+
+    return wire
+
+
+def fake_sweep(opts: SweepOptions, cluster: FakeCluster,
+               benchmarks: Mapping[str, type[Benchmark]] | None = None,
+               restart: RestartMethod | None = None) -> Sweep:
+    """A Sweep on the in-memory cluster, silent, running CountingBench unless `benchmarks`."""
+    return Sweep(opts, fake_wiring(cluster, restart), log=lambda m: None,
+                 benchmarks=benchmarks or {"radosbench": CountingBench})

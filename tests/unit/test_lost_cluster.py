@@ -33,9 +33,9 @@ from cephscope.runner.hygiene import Hygiene, HygieneOptions
 from cephscope.runner.mon_relay import RelayedRados
 from cephscope.runner.restart import OsdRestarter
 from cephscope.runner.results import FAILURE_FILE, RunDir
-from cephscope.runner.sweep import SweepError, SweepOptions
-from tests.unit.runner_fakes import FakeCluster
-from tests.unit.test_runner_sweep import SPEC, CountingBench, FakeSweep
+from cephscope.runner.sweep import Sweep, SweepError, SweepOptions
+from tests.unit.runner_fakes import CountingBench, FakeCluster, fake_sweep
+from tests.unit.test_runner_sweep import SPEC
 
 MON_HOST = "v2:127.0.0.1:6789"
 
@@ -273,7 +273,7 @@ class LosingCluster(FakeCluster):
 
 
 def losing_sweep(tmp_path: Path, cluster: LosingCluster, lose_after_runs: int,
-                 **kw: Any) -> FakeSweep:
+                 **kw: Any) -> Sweep:
     spec_path = tmp_path / "shards.yaml"
     spec_path.write_text(SPEC)
 
@@ -287,7 +287,7 @@ def losing_sweep(tmp_path: Path, cluster: LosingCluster, lose_after_runs: int,
     opts = SweepOptions(spec_path=spec_path, results_dir=tmp_path / "run",
                         metrics_linger_seconds=0, tty=False, cluster_timeout_seconds=1,
                         restore_grace_seconds=0.2, **kw)
-    sweep = FakeSweep(opts, cluster)
+    sweep = fake_sweep(opts, cluster)
     sweep.benchmarks = {"radosbench": LosingBench}
     return sweep
 

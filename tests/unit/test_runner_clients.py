@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from cephscope.runner import sweep as sweep_module
 from cephscope.runner.benchmarks.base import BenchmarkError
 from cephscope.runner.benchmarks.toolproc import ToolCommand, guard_times, run_tools
+from cephscope.runner.cephclient import CephTarget
 from cephscope.runner.clients import (
     ClientsError,
     SshSettings,
@@ -33,10 +33,11 @@ from cephscope.runner.clients import (
     start_skew,
 )
 from cephscope.runner.hostexec import SshHost
-from cephscope.runner.spec import HostsSpec
-from cephscope.runner.sweep import SweepOptions
-from tests.unit.runner_fakes import FakeCluster
-from tests.unit.test_runner_sweep import FakeSweep
+from cephscope.runner.restart import RestartJournal, make_restart_method
+from cephscope.runner.spec import HostsSpec, Spec
+from cephscope.runner.sweep import Sweep, SweepOptions
+from cephscope.runner.wiring import Collaborators, Wire
+from tests.unit.runner_fakes import CountingBench, FakeCluster, fake_wiring
 
 
 @dataclass
@@ -167,14 +168,12 @@ benchmarks:
 """
 
 
-class CommandRestartSweep(FakeSweep):
+def command_restart_wiring(cluster: FakeCluster) -> Wire:
     """The fake cluster, restarted through the spec's own command method (a real argv run)."""
 
-    def connect(self, spec: Any) -> None:
-        super().connect(spec)
-        command = sweep_module.make_restart_method("command", self.cluster, None,  # type: ignore[arg-type]
-                                                   spec.restart.command)
-        cluster = self.cluster
+    def wire(spec: Spec, target: CephTarget | None, journal: RestartJournal) -> Collaborators:
+        command = make_restart_method("command", cluster, None,  # type: ignore[arg-type]
+                                      spec.restart.command)
 
         class Both:
             name = "command"
@@ -184,9 +183,9 @@ class CommandRestartSweep(FakeSweep):
                 command.restart(osd_ids, timeout_seconds)
                 cluster.restart(osd_ids, timeout_seconds)
 
-        assert self.config is not None
-        self.config = type(self.config)(self.cluster, Both(), lambda i: None,  # type: ignore[arg-type]
-                                        log=lambda m: None, poll_seconds=0.01, timeout_seconds=5)
+        return fake_wiring(cluster, Both())(spec, target, journal)
+
+    return wire
 
 
 def test_sweep_from_spec_file_with_command_restart_method(tmp_path: Path) -> None:
@@ -199,7 +198,9 @@ def test_sweep_from_spec_file_with_command_restart_method(tmp_path: Path) -> Non
     cluster = FakeCluster()
     opts = SweepOptions(spec_path=spec_path, results_dir=tmp_path / "run",
                         metrics_linger_seconds=0, tty=False)
-    assert CommandRestartSweep(opts, cluster).run() == 0
+    sweep = Sweep(opts, command_restart_wiring(cluster), log=lambda m: None,
+                  benchmarks={"radosbench": CountingBench})
+    assert sweep.run() == 0
     lines = marker.read_text().split()
     # every OSD restarted with {id} substituted: once per shard value, once for the restore
     assert sorted(set(lines)) == ["osd-0", "osd-1", "osd-2"]

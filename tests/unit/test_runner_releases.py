@@ -17,10 +17,12 @@ from cephscope.runner.benchmarks.base import BenchContext, BenchResult
 from cephscope.runner.cephclient import CephTarget
 from cephscope.runner.knobs.ceph_config import ConfigManager
 from cephscope.runner.report import write_report
+from cephscope.runner.restart import RestartJournal
 from cephscope.runner.results import RunDir
-from cephscope.runner.spec import SpecError, load_spec
+from cephscope.runner.spec import Spec, SpecError, load_spec
 from cephscope.runner.steps import generate_steps, order_steps
 from cephscope.runner.sweep import Sweep, SweepError, SweepOptions
+from cephscope.runner.wiring import ClusterParts, Collaborators, Wire
 from tests.unit.runner_fakes import EchoBench, FakeCluster
 
 SPEC = """\
@@ -126,18 +128,20 @@ class FakeSwitch:
         return CephTarget(Path("/nonexistent/ceph.conf"), releases=self), rebuilt
 
 
-class ReleaseSweep(Sweep):
-    def __init__(self, opts: SweepOptions) -> None:
-        super().__init__(opts, log=lambda m: None, benchmarks={"radosbench": ReleaseBench})
+def release_wiring(opts: SweepOptions) -> Wire:
+    """Each release's in-memory cluster, as the switch made it."""
 
-    def connect(self, spec: Any) -> None:
-        assert self.opts.target is not None
-        self.target = self.opts.target
-        switch = self.target.releases
+    def wire(spec: Spec, target: CephTarget | None, journal: RestartJournal) -> Collaborators:
+        target = target or opts.target
+        assert target is not None  # the test always gives one
+        switch = target.releases
         # a cluster that cannot be rebuilt (not a dev cluster) is a fake one too
-        self.cli = switch.current if isinstance(switch, FakeSwitch) else FakeCluster()  # type: ignore[assignment]
-        self.config = ConfigManager(self.cli, self.cli, lambda i: None,  # type: ignore[arg-type]
-                                    log=lambda m: None, poll_seconds=0.01, timeout_seconds=5)
+        cluster = switch.current if isinstance(switch, FakeSwitch) else FakeCluster()
+        config = ConfigManager(cluster, cluster, lambda i: None,  # type: ignore[arg-type]
+                               log=lambda m: None, poll_seconds=0.01, timeout_seconds=5)
+        return Collaborators(target, ClusterParts(cluster, config))  # type: ignore[arg-type]
+
+    return wire
 
 
 def run(tmp_path: Path, switch: FakeSwitch | None, text: str = SPEC) -> tuple[int, Path]:
@@ -147,7 +151,9 @@ def run(tmp_path: Path, switch: FakeSwitch | None, text: str = SPEC) -> tuple[in
     opts = SweepOptions(spec_path=spec_path, results_dir=results, metrics_linger_seconds=0,
                         tty=False, target=CephTarget(Path("/nonexistent/ceph.conf"),
                                                      releases=switch))
-    return ReleaseSweep(opts).run(), results
+    sweep = Sweep(opts, release_wiring(opts), log=lambda m: None,
+                  benchmarks={"radosbench": ReleaseBench})
+    return sweep.run(), results
 
 
 def test_sweep_rebuilds_per_release_and_tags_every_step(tmp_path: Path) -> None:

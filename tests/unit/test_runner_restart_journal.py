@@ -18,8 +18,8 @@ from cephscope.runner.restart import (
 )
 from cephscope.runner.results import RunDir
 from cephscope.runner.sweep import SweepError, SweepOptions
-from tests.unit.runner_fakes import FakeCluster
-from tests.unit.test_runner_sweep import CountingBench, FakeSweep, run_sweep
+from tests.unit.runner_fakes import CountingBench, FakeCluster, fake_sweep
+from tests.unit.test_runner_sweep import run_sweep
 
 
 def list_journal(start: Sequence[int] = ()) -> tuple[StateRestartJournal, list[list[int]]]:
@@ -141,7 +141,7 @@ def killed_mid_restart(tmp_path: Path, cluster: FakeCluster, osds: list[int]) ->
 
 def resume(tmp_path: Path, cluster: FakeCluster, results: Path) -> tuple[int, list[str]]:
     lines: list[str] = []
-    sweep = FakeSweep(SweepOptions(resume_dir=results, results_dir=results,
+    sweep = fake_sweep(SweepOptions(resume_dir=results, results_dir=results,
                                    metrics_linger_seconds=0, tty=False), cluster)
     sweep.log = lines.append
     return sweep.run(), lines

@@ -6,15 +6,14 @@ import json
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
-from cephscope.runner.benchmarks.base import BenchContext, BenchmarkError
-from cephscope.runner.knobs.ceph_config import ConfigManager
+from cephscope.runner.benchmarks.base import BenchContext
 from cephscope.runner.results import ResultsError, RunDir, load_baseline
-from cephscope.runner.sweep import Sweep, SweepOptions
-from tests.unit.runner_fakes import EchoBench, FakeCluster
+from cephscope.runner.sweep import SweepOptions
+from tests.unit.runner_fakes import CountingBench, FakeCluster, fake_sweep
 
 SPEC = """\
 ceph_config:
@@ -25,31 +24,6 @@ benchmarks:
     time: 5
     write_only: true
 """
-
-
-class CountingBench(EchoBench):
-    runs: ClassVar[list[str]] = []
-    fail_step: ClassVar[str | None] = None
-
-    def run(self, mode: str, ctx: BenchContext) -> list[Path]:
-        if ctx.step_id == CountingBench.fail_step:
-            raise BenchmarkError("tool exited 1")
-        CountingBench.runs.append(ctx.step_id)
-        return super().run(mode, ctx)
-
-
-class FakeSweep(Sweep):
-    """Sweep whose cluster is the in-memory FakeCluster."""
-
-    def __init__(self, opts: SweepOptions, cluster: FakeCluster) -> None:
-        super().__init__(opts, log=lambda m: None, benchmarks={"radosbench": CountingBench})
-        self.cluster = cluster
-
-    def connect(self, spec: Any) -> None:
-        self.cli = self.cluster  # type: ignore[assignment]
-        self.config = ConfigManager(self.cluster, self.cluster, lambda i: None,  # type: ignore[arg-type]
-                                    log=lambda m: None, poll_seconds=0.01, timeout_seconds=5,
-                                    restart_journal=self.restart_journal)
 
 
 @pytest.fixture(autouse=True)
@@ -65,7 +39,7 @@ def run_sweep(tmp_path: Path, cluster: FakeCluster, **kw: Any) -> tuple[int, Pat
     results = tmp_path / "run"
     opts = SweepOptions(spec_path=None if kw.get("resume_dir") else spec_path,
                         results_dir=results, metrics_linger_seconds=0, tty=False, **kw)
-    return FakeSweep(opts, cluster).run(), results
+    return fake_sweep(opts, cluster).run(), results
 
 
 def test_full_run_writes_results_and_restores(tmp_path):
@@ -184,7 +158,7 @@ def test_dry_run_changes_nothing(tmp_path, capsys):
     spec_path = tmp_path / "shards.yaml"
     spec_path.write_text(SPEC)
     lines: list[str] = []
-    sweep = FakeSweep(SweepOptions(spec_path=spec_path, dry_run=True), cluster)
+    sweep = fake_sweep(SweepOptions(spec_path=spec_path, dry_run=True), cluster)
     sweep.log = lines.append
     assert sweep.run() == 0
     assert lines[0].startswith("4 steps, 2 OSD restart(s) (restart options: osd_op_num_shards)")
@@ -217,7 +191,7 @@ def test_interrupt_mid_step_restores_and_exits_130(tmp_path):
     cluster = FakeCluster()
     spec_path = tmp_path / "shards.yaml"
     spec_path.write_text(SPEC)
-    sweep = FakeSweep(SweepOptions(spec_path=spec_path, results_dir=tmp_path / "run",
+    sweep = fake_sweep(SweepOptions(spec_path=spec_path, results_dir=tmp_path / "run",
                                    metrics_linger_seconds=0, tty=False), cluster)
     sweep.benchmarks = {"radosbench": InterruptingBench}
     assert sweep.run() == 130
@@ -272,7 +246,7 @@ def test_results_dir_names_the_run_and_a_foreign_dir_is_refused(tmp_path):
     opts = SweepOptions(spec_path=tmp_path / "shards.yaml", results_dir=foreign,
                         metrics_linger_seconds=0, tty=False)
     with pytest.raises(ResultsError, match="not empty and not a cephscope run dir"):
-        FakeSweep(opts, FakeCluster()).run()
+        fake_sweep(opts, FakeCluster()).run()
     assert (foreign / "state.json").read_text() == '{"fsid": "x"}'
     assert sorted(p.name for p in foreign.iterdir()) == ["state.json"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,9 +36,16 @@ from cephscope.runner.search.settings import (
 from cephscope.runner.search.space import Space
 from cephscope.runner.search.stopping import decide
 from cephscope.runner.spec import SpecError, load_spec
+from cephscope.runner.spec_checker import Checker
 
 RULE = AdaptiveIterations(min=2, max=5, ci=0.05)
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures/search/shard-thread-grid"
+
+
+def parsed(parse: Any, key_path: tuple[Any, ...], *args: Any) -> tuple[Any, list[str]]:
+    """(the parsed value, the problems) of a section parser, through a fresh checker."""
+    checker = Checker(where)
+    return parse(checker, key_path, *args), checker.problems
 
 
 def where(kp):
@@ -58,10 +66,10 @@ def test_stopping_rule_gives_up_at_max_and_says_so() -> None:
 
 
 def test_iterations_spec_fixed_and_adaptive() -> None:
-    assert parse_iterations(3, ("iterations",), where) == (3, [])
-    it, problems = parse_iterations({"min": 2, "max": 8, "ci": "5%"}, ("iterations",), where)
+    assert parsed(parse_iterations, ("iterations",), 3) == (3, [])
+    it, problems = parsed(parse_iterations, ("iterations",), {"min": 2, "max": 8, "ci": "5%"})
     assert it == AdaptiveIterations(2, 8, 0.05) and not problems
-    _, problems = parse_iterations({"min": 1, "max": 0, "ci": "50"}, ("iterations",), where)
+    _, problems = parsed(parse_iterations, ("iterations",), {"min": 1, "max": 0, "ci": "50"})
     assert len(problems) == 3 and "min" in problems[0]
 
 
@@ -101,15 +109,17 @@ def test_pareto_front_known_answer() -> None:
 
 def test_search_spec_bad_input_names_the_key() -> None:
     bms = {"radosbench": {}}
-    _, problems = parse_search({"maximize": "latency_p99"}, where, bms)
+    _, problems = parsed(parse_search, ("search",), {"maximize": "latency_p99"}, bms)
     assert "radosbench does not produce latency_p99" in problems[0]
-    _, problems = parse_search({"method": "annealing", "budget": {"steps": 0},
-                                "constraints": ["latency_avg <= 5 parsecs"]}, where, bms)
+    _, problems = parsed(parse_search, ("search",),
+                         {"method": "annealing", "budget": {"steps": 0},
+                          "constraints": ["latency_avg <= 5 parsecs"]}, bms)
     text = "\n".join(problems)
     assert "unknown method" in text and "search.budget.steps" in text and "unknown unit" in text
-    s, problems = parse_search({"method": "halving", "maximize": "iops",
-                                "constraints": ["latency_avg <= 5 ms"],
-                                "budget": {"fraction": "1/3"}}, where, bms)
+    s, problems = parsed(parse_search, ("search",),
+                         {"method": "halving", "maximize": "iops",
+                          "constraints": ["latency_avg <= 5 ms"],
+                          "budget": {"fraction": "1/3"}}, bms)
     assert not problems and s.budget.fraction == pytest.approx(1 / 3)
     assert s.constraints[0].value == pytest.approx(0.005)
 
@@ -513,5 +523,6 @@ def test_pareto_front_across_workloads_known_answer(tmp_path: Path) -> None:
         "search_raw": search}))
     with pytest.raises(AnalysisError, match="'iodepth' is not a benchmark-parameter axis"):
         load_run(tmp_path)
-    settings, problems = parse_search(search, where, {"radosbench": {"concurrent_ops": [1]}})
+    settings, problems = parsed(parse_search, ("search",), search,
+                                {"radosbench": {"concurrent_ops": [1]}})
     assert settings is None and "'iodepth' is not a parameter of radosbench" in problems[0]
