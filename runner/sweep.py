@@ -282,7 +282,8 @@ class Sweep:
         if method is None and target.default_restart is not None:
             method = "devcluster"
         restart = (make_restart_method(method, self.cli, target.default_restart,
-                                       spec.restart.command) if method else None)
+                                       spec.restart.command, fsid=spec.restart.fsid)
+                   if method else None)
         rolling = spec.restart.rolling if o.rolling is None else o.rolling
         self.config = ConfigManager(self.cli, restart, target.osd_asok, rolling=rolling,
                                     timeout_seconds=spec.restart.timeout_seconds, log=self.log,
