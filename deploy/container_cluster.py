@@ -49,6 +49,7 @@ from cephscope.deploy.rootfs import release_spec, rootfs_path
 from cephscope.monclient import PgWaitTimeout, wait_pgs_active_clean
 
 STATE_FILE = "cephscope-cluster.json"
+SUN_PATH_MAX = 107  # Linux sockaddr_un path, without its NUL
 MON_ID = "a"
 MGR_ID = "x"
 MSGR_PORT_OFFSET = 10
@@ -331,6 +332,12 @@ class ContainerCluster:
         started = time.monotonic()
         if self.state_file.exists():
             raise ContainerClusterError(f"a cluster {self.fsid} already exists under {self.root}")
+        # The daemons bind short paths inside their containers; clients on the host connect
+        # to the long host path, which must fit in sockaddr_un.sun_path.
+        longest = str(self.run_dir / "ceph-osd.9999.asok")
+        if len(longest.encode()) > SUN_PATH_MAX:
+            raise ContainerClusterError(f"admin socket paths under {self.root} would exceed "
+                                        f"{SUN_PATH_MAX} bytes ({longest}); use a shorter root")
         low = self.port_base + MSGR_PORT_OFFSET
         busy = [p for p in (self.port_base, *range(low, low + MSGR_PORT_SPAN)) if not port_is_free(p)]
         if busy:
