@@ -937,7 +937,7 @@ def _restart(c: _Checker, rs: dict[str, Any]) -> RestartSpec:
             canonical = None
         if canonical is None or canonical != fsid.lower():
             c.error(("restart", "fsid"), fsid, "must be the cluster's fsid (a UUID)")
-            fsid = None
+        fsid = canonical
     elif method in ("podman", "cephadm-systemd"):
         c.error(("restart", "method"), method, f"method {method!r} needs restart.fsid")
     return RestartSpec(method=method, command=command, rolling=rolling,
