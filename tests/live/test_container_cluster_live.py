@@ -1,5 +1,5 @@
-"""Ceph Tentacle's mon, mgr and two OSDs in podman containers, laid out as cephadm lays them out
-(deploy/container_cluster.py), under a root prefix in a tmp dir.
+"""Ceph Tentacle's (and on request Reef's) mon, mgr and two OSDs in podman containers, laid
+out as cephadm lays them out (deploy/container_cluster.py), under a root prefix in a tmp dir.
 
 The exporter on the host, pointed at `<root>/var/run/ceph`, finds every socket one level down
 (`<fsid>/ceph-osd.N.asok`), sees every OSD up, and maps each OSD to its loop device through the
@@ -36,18 +36,24 @@ def scrape(url: str) -> str:
         return resp.read().decode()
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[ContainerCluster]:
+# Tentacle in `make test`; CEPHSCOPE_CONTAINER_RELEASES=tentacle,reef runs Reef too (≈+60 s,
+# plus a one-time ≈40 s image import).
+RELEASES = os.environ.get("CEPHSCOPE_CONTAINER_RELEASES", "tentacle").split(",")
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def cluster(request: pytest.FixtureRequest) -> Iterator[ContainerCluster]:
     # Short: the host path of an admin socket (<root>/var/run/ceph/<fsid>/ceph-osd.N.asok)
     # must fit in sockaddr_un; pytest's tmp dirs are too deep.
     root = Path(tempfile.mkdtemp(prefix="cephadm-", dir="/tmp"))
     podman = Podman.here()
-    cluster = ContainerCluster(root, podman, release="tentacle", port_base=free_port_base(100),
-                               num_osds=2)
+    cluster = ContainerCluster(root, podman, release=request.param,
+                               port_base=free_port_base(100), num_osds=2)
     started = time.monotonic()
     try:
         cluster.up()
-        print(f"\nlive: containerised cluster HEALTH_OK in {time.monotonic() - started:.1f}s")
+        print(f"\nlive: containerised {request.param} cluster HEALTH_OK in "
+              f"{time.monotonic() - started:.1f}s")
         yield cluster
     finally:
         loops = (json.loads(cluster.state_file.read_text())["osds"]
