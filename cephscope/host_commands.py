@@ -63,7 +63,6 @@ COMMANDS: tuple[HostCommand, ...] = (
     HostCommand("podman", "podman", "fresh-install check, the exporter's image"),
     HostCommand("runc", "runc", "podman's runtime (crun refuses hybrid cgroups)"),
     HostCommand("tar", "tar", "release root filesystems imported as Ceph images"),
-    HostCommand("cephadm", "cephadm", "the cephadm bootstrap attempt (tests)"),
     HostCommand("git", "git", "fresh-install check (the tracked files)"),
     # test-only clients
     HostCommand("curl", "curl", "TLS tests"),
