@@ -21,6 +21,8 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 from cephscope.deploy.container import ULIMITS, ContainerError, Mount, Podman, tail_of
 from cephscope.deploy.devcluster import DevCluster, DevClusterError, default_state_dir
@@ -30,25 +32,40 @@ CONTAINER_NAME = "cephscope-exporter"
 DEFAULT_PORT = 9967
 
 
-def exporter_container_args(cluster: DevCluster, image: str, name: str, port: int) -> list[str]:
+@dataclass(frozen=True)
+class ClusterFiles:
+    """What the container needs of a cluster: its socket dir (mounted at /var/run/ceph), its
+    conf, and the dir holding conf and keyring (mounted at its own path: the conf names the
+    keyring by absolute path)."""
+
+    asok_dir: Path
+    conf_path: Path
+    conf_dir: Path
+
+    @classmethod
+    def of_dev_cluster(cls, cluster: DevCluster) -> ClusterFiles:
+        return cls(cluster.asok_dir, cluster.conf_path, cluster.state_dir)
+
+
+def exporter_container_args(files: ClusterFiles, image: str, name: str, port: int) -> list[str]:
     """`podman run` arguments: host network (it listens on 127.0.0.1:port), host pids, the
-    socket dir at /var/run/ceph, the state dir at its own path (the conf names its keyring by
-    absolute path), the host's root read-only at /host."""
+    socket dir at /var/run/ceph, the conf's dir at its own path, the host's root read-only at
+    /host."""
     return ["run", "--detach", "--name", name, "--network", "host", "--pid", "host",
             "--user", "0:0", *(f"--ulimit={u}" for u in ULIMITS),
-            "--volume", Mount(cluster.asok_dir, "/var/run/ceph").option(),
-            "--volume", Mount(cluster.state_dir, str(cluster.state_dir)).option(),
+            "--volume", Mount(files.asok_dir, "/var/run/ceph").option(),
+            "--volume", Mount(files.conf_dir, str(files.conf_dir)).option(),
             "--volume", "/:/host:ro,rslave",
             image, f"--web.listen-address=127.0.0.1:{port}", "--ceph.asok-dir=/var/run/ceph",
-            f"--ceph.conf={cluster.conf_path}", "--path.rootfs=/host",
+            f"--ceph.conf={files.conf_path}", "--path.rootfs=/host",
             # podman masks /sys/dev/block (major:minor -> device) in its own /sys
             "--path.sysfs=/host/sys"]
 
 
-def run_exporter_container(podman: Podman, cluster: DevCluster, image: str, name: str,
+def run_exporter_container(podman: Podman, files: ClusterFiles, image: str, name: str,
                            port: int, timeout: float = 60) -> str:
     """Start the container; return its /metrics URL once it answers (else remove it)."""
-    proc = podman.run(*exporter_container_args(cluster, image, name, port), timeout=120)
+    proc = podman.run(*exporter_container_args(files, image, name, port), timeout=120)
     if proc.returncode != 0:
         podman.remove(name)
         raise ContainerError(f"podman run {image} failed: {tail_of(proc.stderr)}")
@@ -103,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         image = args.image
         if not podman.image_exists(image):
             image = build_exporter_image(podman, tag=image, log=log)
-        url = run_exporter_container(podman, cluster, image, args.name, args.port)
+        url = run_exporter_container(podman, ClusterFiles.of_dev_cluster(cluster), image,
+                                     args.name, args.port)
     except (ContainerError, DevClusterError) as exc:
         print(f"exporter-container: {exc}", file=sys.stderr)
         return 1
