@@ -1,12 +1,13 @@
-# The two commands that work on a fresh Debian 12 machine (as root):
+# The commands that work on a fresh Debian 12 machine (as root):
 #   make demo   from nothing to a finished sweep on the embedded dev cluster, with its report
+#   make exporter-container   the exporter in its container against the dev cluster (its URL)
 #   make test   every test: lint, unit, promtool, live (real dev cluster + stack)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CEPHSCOPE := $(VENV)/bin/cephscope
 DEMO_STATE ?= $(HOME)/.local/state/cephscope/demo
 
-.PHONY: setup demo demo-down test test-unit lint bench clean
+.PHONY: setup demo demo-down exporter-container test test-unit lint bench clean
 
 setup:
 	bash deploy/install.sh
@@ -17,6 +18,10 @@ demo: setup
 demo-down:
 	-$(CEPHSCOPE) stack down --state-dir "$(DEMO_STATE)/stack"
 	-$(CEPHSCOPE) devcluster down --state-dir "$(DEMO_STATE)/cluster"
+
+# The exporter's image against the dev cluster: cluster up and image built when absent.
+exporter-container: setup
+	$(PY) -m cephscope.deploy.exporter_container
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -62,6 +62,7 @@ COMMANDS: tuple[HostCommand, ...] = (
     HostCommand("mmdebstrap", "mmdebstrap", "release root filesystems, container base images"),
     HostCommand("podman", "podman", "fresh-install check, the exporter's image"),
     HostCommand("runc", "runc", "podman's runtime (crun refuses hybrid cgroups)"),
+    HostCommand("tar", "tar", "release root filesystems imported as Ceph images"),
     HostCommand("git", "git", "fresh-install check (the tracked files)"),
     # test-only clients
     HostCommand("curl", "curl", "TLS tests"),
@@ -88,7 +89,7 @@ COMMANDS: tuple[HostCommand, ...] = (
     # from PyPI into the venv (the dev extra)
     HostCommand("podman-compose", None, "docker-compose.yml run in the tests"),
     # restart methods that run on a user's cluster, never here
-    HostCommand("systemctl", None, "restart method systemd", needed_here=False),
+    HostCommand("systemctl", None, "restart methods systemd and cephadm-systemd", needed_here=False),
 )
 
 BY_NAME: MappingProxyType[str, HostCommand] = MappingProxyType({c.name: c for c in COMMANDS})

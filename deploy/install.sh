@@ -16,7 +16,8 @@ debian_packages=(
     # namespace hosts of the multi-host dev cluster are reached over SSH like real hosts
     openssh-server openssh-client
     # a container engine: the fresh-install check and the exporter's image
-    podman runc git
+    podman runc git tar
+    catatonit  # podman --init (cephadm runs every Ceph daemon with it)
     # headless browser: the report tests open report.html in it (Selenium drives it through
     # chromium-driver)
     chromium chromium-driver

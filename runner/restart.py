@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -152,9 +153,35 @@ class ArgvRestart:
             raise CephError(f"{self.name} restart failed: " + "; ".join(errors))
 
 
+# cephadm's names for an OSD's container and its systemd unit; the fsid comes from the spec
+# (`restart.fsid`), never from cluster metadata.
+FSID_METHODS = ("podman", "cephadm-systemd")
+
+
+def checked_fsid(fsid: str | None, method: str) -> str:
+    """A cluster fsid in canonical form (it becomes part of a container or unit name)."""
+    if not fsid:
+        raise CephError(f"restart method {method!r} needs restart.fsid (the cluster's fsid)")
+    try:
+        canonical = str(uuid.UUID(fsid))
+    except ValueError:
+        raise CephError(f"restart.fsid {fsid!r} is not a UUID") from None
+    if canonical != fsid.lower():
+        raise CephError(f"restart.fsid {fsid!r} is not a UUID in its usual form")
+    return canonical
+
+
 def make_restart_method(method: str, cli: CephCli, provided: RestartMethod | None = None,
-                        command: Sequence[str] = ()) -> RestartMethod:
-    """`devcluster` is the restart the cluster handle provides (`provided`)."""
+                        command: Sequence[str] = (), fsid: str | None = None) -> RestartMethod:
+    """`devcluster` is the restart the cluster handle provides (`provided`). `podman` and
+    `cephadm-systemd` restart a cephadm-deployed OSD without `ceph orch`: its container
+    `ceph-<fsid>-osd-N`, or its unit `ceph-<fsid>@osd.N`."""
+    if method == "podman":
+        return ArgvRestart("podman", ["podman", "restart", "--time", "10",
+                                      f"ceph-{checked_fsid(fsid, method)}-osd-{{id}}"])
+    if method == "cephadm-systemd":
+        return ArgvRestart("cephadm-systemd", ["systemctl", "restart",
+                                               f"ceph-{checked_fsid(fsid, method)}@osd.{{id}}"])
     if method == "devcluster":
         if provided is None:
             raise CephError("restart method 'devcluster' needs --devcluster STATE_DIR")

@@ -6,8 +6,9 @@ value is a sweep axis) plus cephscope's own sections:
     ceph_config:            # `ceph config set osd KEY VALUE` per step; lists are axes too
       osd_op_num_shards: [2, 4]
     restart:                # how OSDs are restarted for options that need it
-      method: devcluster    # devcluster | systemd | cephadm | command
+      method: devcluster    # devcluster | systemd | cephadm | podman | cephadm-systemd | command
       command: [ssh, host, systemctl, restart, "ceph-osd@{id}"]   # method: command only
+      fsid: 0b5e…           # podman / cephadm-systemd: names ceph-<fsid>-osd-N / ceph-<fsid>@osd.N
       rolling: false
       timeout: 600
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,8 +115,8 @@ ERASURE_PROFILE_KEYS = frozenset({"erasure_k", "erasure_m", "erasure_plugin", "f
                                   "k", "m", "plugin", "stripe_unit"})
 # Size of a pool profile that says `replication: 'replicated'` (CBT's examples).
 DEFAULT_REPLICATED_SIZE = 3
-RESTART_KEYS = frozenset({"method", "command", "rolling", "timeout"})
-RESTART_METHODS = ("devcluster", "systemd", "cephadm", "command")
+RESTART_KEYS = frozenset({"method", "command", "rolling", "timeout", "fsid"})
+RESTART_METHODS = ("devcluster", "systemd", "cephadm", "podman", "cephadm-systemd", "command")
 
 QUEUE_ATTRIBUTE = re.compile(r"^(iosched/)?[a-z0-9_]+$")
 SYSCTL_NAME = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_-]+)+$")
@@ -161,6 +163,7 @@ class RestartSpec:
     command: tuple[str, ...] = ()
     rolling: bool = False
     timeout_seconds: float = 600.0
+    fsid: str | None = None  # podman / cephadm-systemd: the cluster's fsid
 
 
 @dataclass(frozen=True)
@@ -238,6 +241,7 @@ class Spec:
                 "command": list(self.restart.command),
                 "rolling": self.restart.rolling,
                 "timeout_seconds": self.restart.timeout_seconds,
+                "fsid": self.restart.fsid,
             },
             "cluster_name": self.cluster_name,
             **({"iterations_adaptive": self.adaptive.to_dict()} if self.adaptive else {}),
@@ -830,5 +834,17 @@ def _restart(c: Checker, rs: dict[str, Any]) -> RestartSpec:
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
         c.error(("restart", "timeout"), timeout, "must be a positive number of seconds")
         timeout = 600.0
+    fsid = rs.get("fsid")
+    if fsid is not None:
+        # It becomes part of a container or unit name: a UUID in its usual form only.
+        try:
+            canonical = str(uuid.UUID(fsid)) if isinstance(fsid, str) else None
+        except ValueError:
+            canonical = None
+        if canonical is None or canonical != fsid.lower():
+            c.error(("restart", "fsid"), fsid, "must be the cluster's fsid (a UUID)")
+        fsid = canonical
+    elif method in ("podman", "cephadm-systemd"):
+        c.error(("restart", "method"), method, f"method {method!r} needs restart.fsid")
     return RestartSpec(method=method, command=command, rolling=rolling,
-                       timeout_seconds=float(timeout))
+                       timeout_seconds=float(timeout), fsid=fsid)

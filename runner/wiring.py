@@ -86,7 +86,8 @@ def wire(opts: SweepOptions, spec: Spec, target: CephTarget | None, journal: Res
     method = o.restart_method or spec.restart.method
     if method is None and target.default_restart is not None:
         method = "devcluster"
-    restart = (make_restart_method(method, cli, target.default_restart, spec.restart.command)
+    restart = (make_restart_method(method, cli, target.default_restart, spec.restart.command,
+                                   fsid=spec.restart.fsid)
                if method else None)
     rolling = spec.restart.rolling if o.rolling is None else o.rolling
     config = ConfigManager(cli, restart, target.osd_asok, rolling=rolling,

@@ -1,22 +1,18 @@
 """The exporter's image, built from the project's Dockerfile by podman, run against the dev
-cluster with the documented mounts, exports what the exporter run on the host exports.
-
-The dev cluster's daemons run as root, so its sockets are root's: the container runs with
-`--user 0:0` here (the image's default user is ceph, uid 167, for clusters whose sockets are
-ceph's). `--pid host` lets it read each OSD's threads and, through `/proc/<pid>/root`, the OSD's
-device paths; the host's root at /host (`--path.rootfs=/host`, as node_exporter's) gives loop
-devices' backing files, so their parent disk."""
+cluster by the newcomer's one command (`make exporter-container`,
+`cephscope.deploy.exporter_container`, which says which mounts and why), exports what the
+exporter run on the host exports."""
 
 from __future__ import annotations
 
 import re
-import time
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
 
-from cephscope.deploy.container import Mount, Podman
+from cephscope.deploy import exporter_container
+from cephscope.deploy.container import Podman
 from cephscope.deploy.devcluster import DevCluster
 from cephscope.deploy.image import build_exporter_image
 from cephscope.deploy.stack import Stack
@@ -41,36 +37,15 @@ def series(text: str, name: str) -> list[str]:
 @pytest.fixture(scope="module")
 def image_exporter(devcluster: DevCluster) -> Iterator[str]:
     podman = Podman.here()
-    image = build_exporter_image(podman)
+    build_exporter_image(podman)  # the Dockerfile, built (podman's layer cache: seconds)
     port = free_port_base(1, avoid={devcluster.port_base})
     name = f"cephscope-exporter-test-{port}"
-    args = ["run", "--detach", "--name", name, "--network", "host", "--pid", "host",
-            "--user", "0:0", "--ulimit=nofile=16384:16384", "--ulimit=nproc=4096:4096",
-            "--volume", Mount(devcluster.asok_dir, "/var/run/ceph").option(),
-            # the conf names its keyring by absolute path: the state dir at the same place
-            "--volume", Mount(devcluster.state_dir, str(devcluster.state_dir)).option(),
-            # loop devices' backing files (their parent disk), as node_exporter's --path.rootfs
-            "--volume", "/:/host:ro,rslave",
-            image, f"--web.listen-address=127.0.0.1:{port}", "--ceph.asok-dir=/var/run/ceph",
-            f"--ceph.conf={devcluster.conf_path}", "--path.rootfs=/host",
-            # podman masks /sys/dev/block (major:minor -> device) in its own /sys
-            "--path.sysfs=/host/sys"]
-    proc = podman.run(*args, timeout=120)
-    assert proc.returncode == 0, proc.stderr.decode()
-    url = f"http://127.0.0.1:{port}/metrics"
+    # The newcomer's one command (`make exporter-container`), on the session's dev cluster:
+    # it finds the cluster running and the image built, and starts the container.
+    assert exporter_container.main(["--state-dir", str(devcluster.state_dir),
+                                    "--port", str(port), "--name", name]) == 0
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                scrape(url, timeout=5)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    logs = podman.run("logs", name, timeout=30)
-                    raise AssertionError(f"exporter in {image} never answered: "
-                                         f"{(logs.stdout + logs.stderr).decode()[-2000:]}") from None
-                time.sleep(1)
-        yield url
+        yield f"http://127.0.0.1:{port}/metrics"
     finally:
         podman.remove(name)
         assert podman.run("container", "exists", name, timeout=30).returncode != 0
