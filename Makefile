@@ -26,13 +26,16 @@ exporter-container: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 
+# Two workers, each live module whole on one (most of a live test is waiting on the cluster);
+# then the `serial` tests, which compare latencies across runs, alone.
 test: setup
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -p no:cacheprovider -ra --durations=25 tests
+	$(PY) -m pytest -p no:cacheprovider -ra --durations=25 -n 2 --dist loadgroup -m "not serial" tests
+	$(PY) -m pytest -p no:cacheprovider -ra --durations=10 -m serial tests
 
 test-unit: setup
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -p no:cacheprovider -ra -m "not live" tests
+	$(PY) -m pytest -p no:cacheprovider -ra -n 2 -m "not live" tests
 
 bench: setup
 	$(PY) benchmarks/scrape_cost.py

@@ -12,6 +12,7 @@ Every test in this directory is marked `live`.
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 import time
@@ -26,19 +27,62 @@ from cephscope.deploy.devcluster import DevCluster
 from cephscope.deploy.procs import port_is_free
 from cephscope.deploy.stack import Stack
 
+# The slowest modules, slowest first (pytest --durations on 2 cores): `make test` runs the
+# live modules on two xdist workers, each module whole on one worker (its module fixtures
+# made once), handed out in collection order; starting with the longest keeps the two
+# workers' ends close. Only the order depends on this list.
+SLOWEST_FIRST = (
+    "test_fault_loop_live", "test_report_live", "test_dashboards_live", "test_sweep_live",
+    # the multi-host modules share one cluster, which test_multihost_live's last test takes down
+    "test_multihost_knobs_live", "test_multihost_live", "test_search_live", "test_study_examples_live",
+    "test_lost_cluster_live", "test_releases_live", "test_recovery_live", "test_crash_live",
+    "test_release_sweep_live", "test_fresh_install_live",
+)
+# Fixtures that several modules share through the session: those modules go to one worker.
+SHARED_SESSION_GROUPS = {"multihost": "multihost"}
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """The worker group of a live test: its module's name, or the session fixture it shares."""
+    for fixture, group in SHARED_SESSION_GROUPS.items():
+        if fixture in getattr(item, "fixturenames", ()):
+            return group
+    return item.module.__name__.rsplit(".", 1)[-1] if item.module else item.nodeid
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.live)
+    live = [item for item in items if here in Path(str(item.fspath)).parents]
+    for item in live:
+        item.add_marker(pytest.mark.live)
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+    rank = {name: index for index, name in enumerate(SLOWEST_FIRST)}
+
+    def order(item: pytest.Item) -> int:
+        if here not in Path(str(item.fspath)).parents:
+            return len(rank) + 1
+        return rank.get(Path(str(item.fspath)).stem, len(rank))
+
+    items.sort(key=order)  # stable: a module's tests keep their order
+
+
+def worker_port_range() -> range:
+    """This xdist worker's share of 20000-31999 (all of it outside xdist), so that two workers
+    never pick the same free base between the check and the bind."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    share = (32000 - 20000) // max(count, 1) // 100 * 100
+    start = 20000 + min(index, count - 1) * share
+    return range(start, start + share, 100)
 
 
 def free_port_base(span: int, avoid: set[int] | None = None) -> int:
     """A base such that base..base+span-1 are all free on 127.0.0.1."""
     rng = random.Random()
+    bases = worker_port_range()
     for _ in range(200):
-        base = rng.randrange(20000, 32000, 100)
+        base = rng.choice(bases)
         if avoid and any(abs(base - a) < 200 for a in avoid):
             continue
         if all(port_is_free(p) for p in range(base, base + span)):

@@ -43,6 +43,10 @@ OSD_OPS = (f"ceph_osd_op_latency_count{{{DEFAULT_CONFIG.exporter_job_selector}}}
            f"[{DEFAULT_CONFIG.rate_window}]")
 # One step; the same spec text for every run, so every run has the same step id. 40 s lets
 # the alert's `for` (20 s) elapse and Alertmanager's group_wait (10 s) pass while it fires.
+# The normal re-run must be within 2x of the baseline by itself: run alone (`make test` runs
+# the `serial` tests after the parallel part), not beside another worker's benchmarks.
+pytestmark = pytest.mark.serial
+
 SPEC = """\
 name: alerts-e2e
 benchmarks:

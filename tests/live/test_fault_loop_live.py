@@ -1,7 +1,7 @@
 """Faults while a sweep runs and Prometheus scrapes every 5 s, on the session dev cluster.
 
-For 3 minutes an OSD is killed with SIGKILL (by its pid file's pid) and started again every
-20 s, in turn, while `cephscope sweep` runs rados bench steps over a runtime option. Then:
+For 2 minutes an OSD is killed with SIGKILL (by its pid file's pid) and started again every
+20 s, in turn (each OSD twice), while `cephscope sweep` runs rados bench steps over a runtime option. Then:
 - every Prometheus scrape of the exporter was answered within its timeout and `up` stayed 1;
 - right after each kill the exporter reports exactly the killed OSD down, the others up, and
   Prometheus never saw any other daemon down;
@@ -37,7 +37,7 @@ from cephscope.deploy.stack import EXPORTER_JOB, Stack, http_get
 from .conftest import free_port_base
 from .test_sweep_live import osd_db_entries
 
-LOOP_SECONDS = 180
+LOOP_SECONDS = 120
 KILL_EVERY_SECONDS = 20
 MON_DOWN_SECONDS = 30
 SPEC = """\
@@ -47,7 +47,7 @@ ceph_config:
 benchmarks:
   radosbench:
     op_size: 4096
-    time: 15
+    time: 10
     concurrent_ops: 8
     write_only: true
 """

@@ -22,10 +22,11 @@ def load_fuzz() -> ModuleType:
 
 
 def test_mutated_replies_cost_only_their_daemon_and_pass_promtool() -> None:
-    # The 5000-round subset of benchmarks/fuzz_scrape.py's 100,000: ~2.5 min on 2 idle cores.
-    failures = load_fuzz().run(5000, seed=3, promtool_every=100, quiet=True)
-    assert failures.pop("rounds") == 5000
-    assert failures.pop("promtool checked") >= 50  # every new shape and every 100th round
+    # The 1500-round subset of benchmarks/fuzz_scrape.py's 100,000 (≈ 30 s on one core; the
+    # benchmark runs the rest): every parser's mutations come up within the first few hundred.
+    failures = load_fuzz().run(1500, seed=3, promtool_every=100, quiet=True)
+    assert failures.pop("rounds") == 1500
+    assert failures.pop("promtool checked") >= 15  # every new shape and every 100th round
     assert failures.pop("promtool calls") >= 1  # in batches
     assert not failures, failures
 
