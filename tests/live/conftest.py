@@ -1,4 +1,5 @@
-"""Live tests: one real dev cluster + one real stack per test session, on free ports.
+"""Live tests: one real dev cluster + one real stack per test session (per xdist worker), on
+free ports (each worker its own range).
 
 Fixtures:
 - `devcluster`: a started `DevCluster` (HEALTH_OK, pools created) in a tmp state dir.
