@@ -43,6 +43,7 @@ from typing import Any
 
 from cephscope.deploy.ceph_image import ceph_release_image
 from cephscope.deploy.container import ULIMITS, ContainerError, Podman, tail_of
+from cephscope.deploy.devconf import dev_global_settings, dev_osd_settings
 from cephscope.deploy.placement import Release, release_command
 from cephscope.deploy.procs import port_is_free
 from cephscope.deploy.rootfs import release_spec, rootfs_path
@@ -120,28 +121,12 @@ auth_cluster_required = cephx
 auth_service_required = cephx
 auth_client_required = cephx
 osd_pool_default_size = 1
-osd_pool_default_min_size = 1
-osd_pool_default_pg_autoscale_mode = off
-mon_allow_pool_size_one = true
-mon_allow_pool_delete = true
-osd_crush_chooseleaf_type = 0
-mon_warn_on_pool_no_redundancy = false
-mon_data_avail_warn = 2
-mon_data_avail_crit = 1
-mon_max_pg_per_osd = 1000
-mgr_stats_period = 1
-# `restful` (a default module) would listen on all addresses.
-mgr_initial_modules = iostat
-
+{dev_global_settings(chooseleaf=0)}
 [mon]
 auth_allow_insecure_global_id_reclaim = false
 
 [osd]
-osd_objectstore = bluestore
-osd_memory_target = 1073741824
-bluestore_block_size = {osd_size_gib << 30}
-osd_crush_update_on_start = true
-{f"osd_class_dir = {class_dir}" if class_dir else ""}
+{dev_osd_settings(osd_size_gib)}{f"osd_class_dir = {class_dir}" if class_dir else ""}
 """
 
 

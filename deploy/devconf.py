@@ -16,6 +16,35 @@ class ConfNetwork:
     asok_dirs: Mapping[str, Path]  # "osd.3" -> that daemon's host's admin socket dir
 
 
+def dev_global_settings(chooseleaf: int) -> str:
+    """[global] lines every dev cluster layout shares: small pools, fast PG stats, no noise."""
+    return f"""\
+osd_pool_default_min_size = 1
+osd_pool_default_pg_autoscale_mode = off
+mon_allow_pool_size_one = true
+mon_allow_pool_delete = true
+osd_crush_chooseleaf_type = {chooseleaf}
+mon_warn_on_pool_no_redundancy = false
+mon_data_avail_warn = 2
+mon_data_avail_crit = 1
+mon_max_pg_per_osd = 1000
+# PG stats every second: waiting for active+clean after an OSD restart takes ~1 s, not ~5 s.
+mgr_stats_period = 1
+# Only what the product needs: `restful` (a default) would listen on all addresses.
+mgr_initial_modules = iostat
+"""
+
+
+def dev_osd_settings(osd_size_gib: int) -> str:
+    """[osd] lines every dev cluster layout shares: bluestore of this size, 1 GiB of memory."""
+    return f"""\
+osd_objectstore = bluestore
+osd_memory_target = 1073741824
+bluestore_block_size = {osd_size_gib << 30}
+osd_crush_update_on_start = true
+"""
+
+
 def render_conf(s: Path, fsid: str, mon_addr: str, mon_port: int, port_range: tuple[int, int],
                 osd_size_gib: int, network: ConfNetwork | None = None) -> str:
     """ceph.conf text; everything lives under the state dir `s`.
@@ -52,20 +81,7 @@ mon_data = {s}/mon/$cluster-$id
 mgr_data = {s}/mgr/$cluster-$id
 osd_data = {s}/osd/$cluster-$id
 osd_pool_default_size = {pool_size}
-osd_pool_default_min_size = 1
-osd_pool_default_pg_autoscale_mode = off
-mon_allow_pool_size_one = true
-mon_allow_pool_delete = true
-osd_crush_chooseleaf_type = {chooseleaf}
-mon_warn_on_pool_no_redundancy = false
-mon_data_avail_warn = 2
-mon_data_avail_crit = 1
-mon_max_pg_per_osd = 1000
-# PG stats every second: waiting for active+clean after an OSD restart takes ~1 s, not ~5 s.
-mgr_stats_period = 1
-# Only what the product needs: `restful` (a default) would listen on all addresses.
-mgr_initial_modules = iostat
-
+{dev_global_settings(chooseleaf)}
 [mon]
 keyring = $mon_data/keyring
 auth_allow_insecure_global_id_reclaim = false
@@ -75,11 +91,7 @@ keyring = $mgr_data/keyring
 
 [osd]
 keyring = $osd_data/keyring
-osd_objectstore = bluestore
-osd_memory_target = 1073741824
-bluestore_block_size = {osd_size_gib << 30}
-osd_crush_update_on_start = true
-
+{dev_osd_settings(osd_size_gib)}
 [client]
 keyring = {s}/keyring
 # Clients (rados bench, fio) would otherwise leave admin sockets in run_dir.
