@@ -31,6 +31,7 @@ from cephscope.deploy import rootfs
 from cephscope.deploy.placement import Release, release_command
 from cephscope.deploy.procs import exporter_binary, pid_from_file, port_is_free, terminate
 from cephscope.deploy.scrape_auth import ExporterScrapeAuth, ScrapeAuthError, load_scrape_auth
+from cephscope.figures import EXPORTER_JOB, NODE_JOB, RUNNER_JOB, SCRAPE_INTERVAL_SECONDS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ALERTS_DIR = REPO_ROOT / "alerts"
@@ -41,10 +42,8 @@ NODE_EXPORTER_OFFSET = 3
 EXPORTER_OFFSET = 4
 RUNNER_OFFSET = 5
 
-SCRAPE_INTERVAL_SECONDS = 5
-EXPORTER_JOB = "cephscope-exporter"
-NODE_JOB = "node"
-RUNNER_JOB = "cephscope-runner"
+# Job names and scrape interval are the figures' (the rules and the report select on them).
+__all__ = ["EXPORTER_JOB", "NODE_JOB", "RUNNER_JOB", "SCRAPE_INTERVAL_SECONDS"]
 
 
 class StackError(RuntimeError):

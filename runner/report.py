@@ -331,7 +331,7 @@ def system_tables(row: Row) -> list[Table]:
             modes = s.cpu_modes.get(host, {})
             cores = {c: v for (h, c), v in s.cores.items() if h == host}
             busiest = max(cores.items(), key=lambda kv: kv[1], default=None)
-            body.append([host, _fmt(sum(modes.values()) if modes else None, 100),
+            body.append([host, _fmt(s.host_busy_ratio(host), 100),
                          _fmt(modes.get("user"), 100), _fmt(modes.get("system"), 100),
                          _fmt(modes.get("iowait"), 100),
                          _fmt(sum(cores.values()) if cores else None, digits=2),
@@ -621,8 +621,8 @@ def idle_baseline_table(rows: Sequence[Row], idle: SystemFigures
     """Per (step, mode): CPU busy, the busiest OSD device's util and IOPS, the busiest NIC's
     traffic, each beside the idle window's figure for the same host / device."""
     def host_cpu(s: SystemFigures, host: str | None) -> float | None:
-        modes = s.cpu_modes.get(host or "")
-        return sum(modes.values()) if modes else s.cpu_busy_ratio
+        busy = s.host_busy_ratio(host or "")
+        return busy if busy is not None else s.cpu_busy_ratio
 
     idle_devices = {(d.host, d.device): d for d in idle.devices}
     idle_nics = {(n.host, n.device): n for n in idle.nics}
