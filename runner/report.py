@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cephscope.prometheus_api import PrometheusAPI, PrometheusError
 from cephscope.runner.baseline import pre_sweep_values
 from cephscope.runner.benchmarks import BENCHMARKS
 from cephscope.runner.clients import per_client_rows
@@ -109,15 +110,12 @@ class Row:
 
 def fetch_topology(prometheus_url: str, timeout_seconds: float = 10.0) -> OsdTopology:
     """The OSDs' devices and interfaces as Prometheus knows them now (empty when unknown)."""
-    import requests
-
+    api = PrometheusAPI(prometheus_url, timeout_seconds)
     found: dict[str, list[Mapping[str, Any]]] = {}
     for metric in ("cephscope_osd_device_info", "cephscope_osd_network_info"):
         try:
-            body = requests.get(f"{prometheus_url.rstrip('/')}/api/v1/query",
-                                params={"query": metric}, timeout=timeout_seconds).json()
-            found[metric] = body.get("data", {}).get("result", []) or []
-        except (requests.RequestException, ValueError, AttributeError):
+            found[metric] = api.query(metric) or []
+        except (PrometheusError, KeyError, TypeError):
             found[metric] = []
     return topology_from_series(found["cephscope_osd_device_info"],
                                 found["cephscope_osd_network_info"])

@@ -22,10 +22,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import requests
-
 from cephscope import figures as figure_names
 from cephscope.figures import RATE_WINDOW_SCRAPES, STACK_FIGURES, Figures, selector
+from cephscope.prometheus_api import PrometheusAPI, PrometheusError, PrometheusUnreachable
 
 # Mode windows shorter than this many scrape intervals get a warning in the report.
 MIN_WINDOW_SCRAPES = 2
@@ -120,11 +119,9 @@ def format_duration(seconds: float) -> str:
 def scrape_interval_seconds(prometheus_url: str, timeout_seconds: float = 10.0) -> float | None:
     """The longest scrape interval of Prometheus' active targets (None when unknown)."""
     try:
-        body = requests.get(f"{prometheus_url.rstrip('/')}/api/v1/targets",
-                            params={"state": "active"}, timeout=timeout_seconds).json()
-        targets = body["data"]["activeTargets"]
+        targets = PrometheusAPI(prometheus_url, timeout_seconds).active_targets()
         intervals = [parse_duration(t["scrapeInterval"]) for t in targets if t.get("scrapeInterval")]
-    except (requests.RequestException, ValueError, KeyError, TypeError):
+    except (PrometheusError, ValueError, KeyError, TypeError):
         return None
     return max(intervals) if intervals else None
 
@@ -194,15 +191,11 @@ def _api_get(prometheus_url: str, endpoint: str, params: Mapping[str, str],
     """({"result": …} or {"error": why}, whether Prometheus did not answer at all) from a
     Prometheus query API; never raises."""
     try:
-        resp = requests.get(f"{prometheus_url.rstrip('/')}/api/v1/{endpoint}", params=params,
-                            timeout=timeout_seconds)
-        body = resp.json()
-        if body.get("status") == "success":
-            return {"result": body["data"]["result"]}, False
-        return {"error": body.get("error", f"HTTP {resp.status_code}")}, False
-    except (requests.ConnectionError, requests.Timeout) as exc:
+        return {"result": PrometheusAPI(prometheus_url, timeout_seconds).get(endpoint, params)
+                ["result"]}, False
+    except PrometheusUnreachable as exc:
         return {"error": str(exc)}, True
-    except (requests.RequestException, ValueError, KeyError) as exc:
+    except (PrometheusError, KeyError, TypeError) as exc:
         return {"error": str(exc)}, False
 
 
