@@ -1,7 +1,7 @@
 """The figures the report, the recording rules and the dashboards share, each written once.
 
 A figure is its PromQL: which series, which job's targets (`Jobs`), which rate window. The
-report (runner/system_metrics, runner/step_system), the rules (dashboards/rules.py), the panels
+report (runner/system_metrics, runner/report/step_system), the rules (dashboards/rules.py), the panels
 (dashboards/definitions.py) and the scrape configs (deploy/stack.py, deploy/docker/
 prometheus.yml) all build theirs from here, so 27 % in the report is 27 % on the dashboard.
 

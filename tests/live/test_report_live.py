@@ -27,8 +27,8 @@ import yaml
 
 from cephscope import figures as fig
 from cephscope.dashboards import rule_names as names
-from cephscope.runner.report import build_content, load_rows, write_report
-from cephscope.runner.step_system import host_of, mode_window
+from cephscope.runner.report.build import build_content, load_rows, write_report
+from cephscope.runner.report.step_system import host_of, mode_window
 from cephscope.runner.window_rates import raw_points, window_rate
 from tests.live.proc_threads import ProcSampler
 from tests.report_browser import assert_reads_at

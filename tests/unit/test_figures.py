@@ -19,7 +19,7 @@ from cephscope.dashboards import rule_names as names
 from cephscope.dashboards.config import DEFAULT_CONFIG
 from cephscope.dashboards.rules import device_rules, recording_rules
 from cephscope.deploy.stack import Stack
-from cephscope.runner.step_system import summarize_system
+from cephscope.runner.report.step_system import summarize_system
 from cephscope.runner.system_metrics import counter_series, render_queries
 
 REPO = Path(__file__).resolve().parents[2]

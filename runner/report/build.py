@@ -20,10 +20,18 @@ from cephscope.runner.baseline import pre_sweep_values
 from cephscope.runner.benchmarks import BENCHMARKS
 from cephscope.runner.clients import per_client_rows
 from cephscope.runner.recovery import phase_key
-from cephscope.runner.report_hosts import Table, blamed_place, device_table, nic_table
-from cephscope.runner.report_hosts import client_table as step_client_table
-from cephscope.runner.report_plots import plot_axes, plot_cores, plot_heatmaps, plot_thread_groups
-from cephscope.runner.report_releases import report_sections as release_sections
+from cephscope.runner.report.hosts import Table, blamed_place, device_table, nic_table
+from cephscope.runner.report.hosts import client_table as step_client_table
+from cephscope.runner.report.plots import plot_axes, plot_cores, plot_heatmaps, plot_thread_groups
+from cephscope.runner.report.releases import report_sections as release_sections
+from cephscope.runner.report.step_system import (
+    OsdTopology,
+    SystemFigures,
+    mode_window,
+    read_stored,
+    summarize_system,
+    topology_from_series,
+)
 from cephscope.runner.results import (
     IDLE_BASELINE_FILE,
     RunDir,
@@ -32,14 +40,6 @@ from cephscope.runner.results import (
 )
 from cephscope.runner.search.analysis import report_lines
 from cephscope.runner.stats import summarize
-from cephscope.runner.step_system import (
-    OsdTopology,
-    SystemFigures,
-    mode_window,
-    read_stored,
-    summarize_system,
-    topology_from_series,
-)
 from cephscope.runner.steps import Step, axis_labels, format_value
 from cephscope.runner.system_metrics import AUTO_RATE_WINDOW, MIN_WINDOW_SCRAPES
 
