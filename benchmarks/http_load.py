@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.scrape_cost import percentile, start_fakes  # noqa: E402
 from cephscope.exporter.logs import configure_logging  # noqa: E402
-from cephscope.exporter.main import build_parser, make_server  # noqa: E402
+from cephscope.exporter.main import build_parser, exporter_flags, make_server  # noqa: E402
 from cephscope.exporter.scrape import limit_malloc_arenas, tune_gc_for_scrapes  # noqa: E402
 
 EXPORTER = Path(sys.executable).parent / "cephscope-exporter"
@@ -182,7 +182,8 @@ def soak_in_process(asok_dir: Path, args: argparse.Namespace) -> None:
     tracemalloc.start(8)
     server_args = build_parser().parse_args(
         [f"--ceph.asok-dir={asok_dir}", "--web.listen-address=127.0.0.1:0", "--log.level=error"])
-    configure_logging(server_args.log_level, server_args.log_format)
+    log = exporter_flags(server_args).log
+    configure_logging(log.level, log.format)
     server = make_server(server_args)
     tune_gc_for_scrapes()
     limit_malloc_arenas()

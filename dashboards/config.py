@@ -9,13 +9,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cephscope.figures import (
+    EXPORTER_JOB,
+    NODE_JOB,
+    RULE_RATE_WINDOW,
+    RUNNER_JOB,
+    Figures,
+    job_matcher,
+)
+
 
 @dataclass(frozen=True)
 class MixinConfig:
-    # Prometheus job names as the local stack (deploy/stack.py) and docker-compose scrape them.
-    exporter_job_selector: str = 'job="cephscope-exporter"'
-    node_job_selector: str = 'job="node"'
-    runner_job_selector: str = 'job="cephscope-runner"'
+    # Prometheus job names as the local stack (deploy/stack.py) and docker-compose scrape them
+    # (cephscope.figures names them for both).
+    exporter_job_selector: str = job_matcher(EXPORTER_JOB)
+    node_job_selector: str = job_matcher(NODE_JOB)
+    runner_job_selector: str = job_matcher(RUNNER_JOB)
 
     # Grafana datasource uid provisioned by dashboards/provisioning/datasources/.
     datasource_uid: str = "cephscope-prometheus"
@@ -24,7 +34,7 @@ class MixinConfig:
 
     # Window of the recorded rates: short enough to follow a 30 s sweep step,
     # long enough for >= 4 scrapes at a 5 s scrape interval.
-    rate_window: str = "30s"
+    rate_window: str = RULE_RATE_WINDOW
     # Evaluation interval of the per-step rule groups (a step lasts tens of seconds).
     step_rules_interval: str = "5s"
 
@@ -61,6 +71,10 @@ class MixinConfig:
     # checkout or a repository browser). Set the URL of your own copy, e.g. a
     # https://…/blob/<branch>/docs/alerts.md page, so that notifications link somewhere.
     runbook_base_url: str = "docs/alerts.md"
+
+    def figures(self) -> Figures:
+        """The shared figures with this config's job selectors and rule window."""
+        return Figures((self.node_job_selector,), (self.exporter_job_selector,), self.rate_window)
 
 
 DEFAULT_CONFIG = MixinConfig()

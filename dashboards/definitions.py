@@ -33,6 +33,7 @@ from cephscope.dashboards.common import (
     timeseries,
 )
 from cephscope.dashboards.config import MixinConfig
+from cephscope.figures import DASHBOARD_RATE_WINDOW, Figures
 
 # Stable dashboard uids: links and bookmarks survive rebuilds.
 UID_SWEEP_OVERVIEW = "cephscope-sweep-overview"
@@ -58,6 +59,12 @@ def _base(title: str, uid: str, description: str, topics: list[str]) -> gdash.Da
     )
 
 
+def _figures(cfg: MixinConfig) -> Figures:
+    """The shared figures as panels query them: node_exporter by the config's job, OSDs by
+    the dashboard's $job / $instance / $ceph_daemon variables, window $__rate_interval."""
+    return Figures((cfg.node_job_selector,), (OSD_SEL,), DASHBOARD_RATE_WINDOW)
+
+
 def _host_variable(cfg: MixinConfig) -> Any:
     return query_variable(
         "host", "Host (node_exporter)",
@@ -67,21 +74,14 @@ def _host_variable(cfg: MixinConfig) -> Any:
 
 def _per_host_rows(dashboard: gdash.Dashboard, cfg: MixinConfig) -> gdash.Dashboard:
     """One row per host ($host repeats it): CPU by mode and busy % per core."""
-    busy = sel(cfg.node_job_selector, 'instance=~"$host"', 'mode!~"idle|iowait"')
-    idle = sel(cfg.node_job_selector, 'instance=~"$host"', 'mode="idle"')
+    figures, host = _figures(cfg), 'instance=~"$host"'
     return (
         dashboard.with_row(gdash.Row("Host $host").repeat("host"))
         .with_panel(
             timeseries(
                 "CPU by mode on $host",
                 [
-                    Query(
-                        "sum by (instance, mode) (rate(node_cpu_seconds_total"
-                        + sel(cfg.node_job_selector, 'instance=~"$host"', 'mode!="idle"')
-                        + "[$__rate_interval])) / on(instance) group_left count by (instance) "
-                        f"(node_cpu_seconds_total{idle})",
-                        "{{instance}} {{mode}}",
-                    )
+                    Query(figures.cpu_mode_ratio(("instance",), host), "{{instance}} {{mode}}")
                 ],
                 "percentunit",
                 "Fraction of all the host's cores by CPU mode (user, system, iowait, ...).",
@@ -92,14 +92,11 @@ def _per_host_rows(dashboard: gdash.Dashboard, cfg: MixinConfig) -> gdash.Dashbo
             timeseries(
                 "Busy per CPU core on $host",
                 [
-                    Query(
-                        f"sum by (instance, cpu) (rate(node_cpu_seconds_total{busy}"
-                        "[$__rate_interval]))",
-                        "{{instance}} cpu{{cpu}}",
-                    )
+                    Query(figures.cpu_busy_cores(("instance", "cpu"), host),
+                          "{{instance}} cpu{{cpu}}")
                 ],
                 "percentunit",
-                "Each core's busy fraction (iowait counts as idle): one saturated core while "
+                "Each core's busy fraction (iowait and steal count as idle): one saturated core while "
                 "the host is not busy points at a single thread.",
             )
         )
@@ -107,13 +104,8 @@ def _per_host_rows(dashboard: gdash.Dashboard, cfg: MixinConfig) -> gdash.Dashbo
             timeseries(
                 "Cores busy on $host",
                 [
-                    Query(
-                        f"sum by (instance) (rate(node_cpu_seconds_total{busy}"
-                        "[$__rate_interval]))",
-                        "{{instance}} busy",
-                    ),
-                    Query(f"count by (instance) (node_cpu_seconds_total{idle})",
-                          "{{instance}} cores"),
+                    Query(figures.cpu_busy_cores(("instance",), host), "{{instance}} busy"),
+                    Query(figures.cpu_count(("instance",), host), "{{instance}} cores"),
                 ],
                 "short",
                 "How many of the host's cores were busy, against how many it has.",
@@ -144,6 +136,7 @@ def _osd_quantile(quantile: float, by: str) -> Query:
 
 def sweep_overview(cfg: MixinConfig) -> dict[str, Any]:
     client = sel(RUN_SEL)
+    figures = _figures(cfg)
     dashboard = _base(
         "cephscope / Sweep overview",
         UID_SWEEP_OVERVIEW,
@@ -238,15 +231,13 @@ def sweep_overview(cfg: MixinConfig) -> dict[str, Any]:
             timeseries(
                 "OSD op latency avg (all OSDs)",
                 [
-                    Query(
-                        f"sum(rate(ceph_osd_op_{op}_latency_sum{sel(OSD_SEL)}[$__rate_interval])) / "
-                        f"sum(rate(ceph_osd_op_{op}_latency_count{sel(OSD_SEL)}[$__rate_interval]))",
-                        f"avg op_{op}",
-                    )
-                    for op in OP_TYPES
+                    Query(figures.osd_op_latency_seconds(), "avg all ops"),
+                    *(Query(figures.osd_op_latency_seconds(op=op), f"avg op_{op}")
+                      for op in OP_TYPES),
                 ],
                 "s",
-                "Average from the perf counters' _sum/_count pairs.",
+                "Average from the perf counters' _sum/_count pairs: all ops (the report's OSD "
+                "op latency), and by op type.",
                 width=8,
             )
         )
@@ -255,26 +246,19 @@ def sweep_overview(cfg: MixinConfig) -> dict[str, Any]:
             timeseries(
                 "Host CPU busy",
                 [
-                    Query(
-                        "1 - avg by (instance) (rate(node_cpu_seconds_total"
-                        + sel(cfg.node_job_selector, 'mode="idle"')
-                        + "[$__rate_interval]))",
-                        "{{instance}}",
-                    )
+                    Query(figures.cpu_busy_ratio(("instance",)), "{{instance}}")
                 ],
                 "percentunit",
-                "node_exporter: fraction of all cores not idle.",
+                "node_exporter: fraction of all cores busy (iowait and steal count as idle, "
+                "as in node-mixin and the report).",
             )
         )
         .with_panel(
             timeseries(
                 "OSD CPU by thread group",
                 [
-                    Query(
-                        "sum by (ceph_daemon, thread_group) (rate(cephscope_osd_thread_cpu_seconds_total"
-                        f"{sel(OSD_SEL)}[$__rate_interval]))",
-                        "{{ceph_daemon}} {{thread_group}}",
-                    )
+                    Query(figures.osd_thread_cpu_cores(("ceph_daemon", "thread_group")),
+                          "{{ceph_daemon}} {{thread_group}}")
                 ],
                 "percentunit",
                 "Per-thread CPU of the OSD processes (cores), grouped by thread name "
@@ -301,6 +285,9 @@ def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
         dashboard = dashboard.with_variable(variable)
     for annotation in step_annotations(cfg):
         dashboard = dashboard.annotation(annotation)
+
+    def op_latency_avg() -> str:
+        return _figures(cfg).osd_op_latency_seconds(("ceph_daemon",))
 
     def avg_latency(counter: str) -> str:
         return (
@@ -329,11 +316,7 @@ def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
             timeseries(
                 "OSD CPU by thread group (all selected OSDs, stacked)",
                 [
-                    Query(
-                        "sum by (thread_group) (rate(cephscope_osd_thread_cpu_seconds_total"
-                        f"{sel(OSD_SEL)}[$__rate_interval]))",
-                        "{{thread_group}}",
-                    )
+                    Query(_figures(cfg).osd_thread_cpu_cores(("thread_group",)), "{{thread_group}}")
                 ],
                 "short",
                 "CPU cores used by each OSD thread group: what shard/thread tuning moves "
@@ -346,7 +329,7 @@ def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
         .with_panel(
             timeseries(
                 "Op latency avg per OSD",
-                [Query(avg_latency("ceph_osd_op_latency"), "{{ceph_daemon}}")],
+                [Query(op_latency_avg(), "{{ceph_daemon}}")],
                 "s",
                 "ceph_osd_op_latency: client op latency including queue time.",
                 width=8,
@@ -559,9 +542,11 @@ def devices_network(cfg: MixinConfig) -> dict[str, Any]:
                         f"{names.DEVICE_WRITE_AWAIT}{osd}",
                         "write {{ceph_daemon}} {{role}} {{device}}",
                     ),
+                    Query(f"{names.DEVICE_AWAIT}{osd}", "all {{ceph_daemon}} {{role}} {{device}}"),
                 ],
                 "s",
-                "iostat's r_await / w_await of the OSD's devices.",
+                "iostat's r_await / w_await / await of the OSD's devices (await is the "
+                "report's disk await; 0 while no I/O completes).",
                 width=8,
             )
         )

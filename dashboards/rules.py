@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cephscope import figures as fig
 from cephscope.dashboards import rule_names as names
 from cephscope.dashboards.config import MixinConfig
 
@@ -49,8 +50,8 @@ def _step_join(figure: str) -> str:
 
 def recording_rules(cfg: MixinConfig) -> dict[str, Any]:
     w = cfg.rate_window
+    figures = cfg.figures()
     exporter = "{" + cfg.exporter_job_selector + "}"
-    node_idle = "{" + cfg.node_job_selector + ', mode="idle"}'
     op_rates = " or ".join(
         f'label_replace(rate(ceph_osd_op_{op}{exporter}[{w}]), "op", "{op}", "", "")'
         for op in OP_TYPES
@@ -62,11 +63,7 @@ def recording_rules(cfg: MixinConfig) -> dict[str, Any]:
         },
         {
             "record": names.OSD_OP_LATENCY_AVG,
-            "expr": (
-                f"sum by (job, instance, ceph_daemon) (rate(ceph_osd_op_latency_sum{exporter}[{w}]))"
-                f" / sum by (job, instance, ceph_daemon) "
-                f"(rate(ceph_osd_op_latency_count{exporter}[{w}]))"
-            ),
+            "expr": figures.osd_op_latency_seconds(("job", "instance", "ceph_daemon")),
         },
     ]
     for quantile, name in ((0.5, names.OSD_OP_LATENCY_P50), (0.99, names.OSD_OP_LATENCY_P99)):
@@ -86,10 +83,7 @@ def recording_rules(cfg: MixinConfig) -> dict[str, Any]:
         },
         {
             "record": names.STEP_OSD_OP_LATENCY_AVG,
-            "expr": _step_join(
-                f"sum(rate(ceph_osd_op_latency_sum{exporter}[{w}])) / "
-                f"sum(rate(ceph_osd_op_latency_count{exporter}[{w}]))"
-            ),
+            "expr": _step_join(figures.osd_op_latency_seconds()),
         },
         {
             "record": names.STEP_OSD_OP_LATENCY_P99,
@@ -100,15 +94,12 @@ def recording_rules(cfg: MixinConfig) -> dict[str, Any]:
         },
         {
             "record": names.STEP_OSD_CPU_CORES,
-            "expr": _step_join(f"sum(rate(cephscope_osd_thread_cpu_seconds_total{exporter}[{w}]))"),
+            "expr": _step_join(figures.osd_thread_cpu_cores()),
         },
         {
             # The op worker threads: the figure to hold against osd_op_num_shards x threads.
             "record": names.STEP_OSD_TP_OSD_TP_CPU_CORES,
-            "expr": _step_join(
-                "sum(rate(cephscope_osd_thread_cpu_seconds_total"
-                + "{" + cfg.exporter_job_selector + f', thread_group="tp_osd_tp"}}[{w}]))'
-            ),
+            "expr": _step_join(figures.osd_thread_cpu_cores((), 'thread_group="tp_osd_tp"')),
         },
         {
             "record": names.STEP_OSD_OP_QUEUE_ITEMS,
@@ -120,7 +111,8 @@ def recording_rules(cfg: MixinConfig) -> dict[str, Any]:
         },
         {
             "record": names.STEP_NODE_CPU_BUSY,
-            "expr": _step_join(f"1 - avg(rate(node_cpu_seconds_total{node_idle}[{w}]))"),
+            # all hosts' CPUs together; iowait and steal are not busy (cephscope.figures)
+            "expr": _step_join(figures.cpu_busy_ratio(())),
         },
         {
             "record": names.STEP_CLIENT_OPS,
@@ -193,7 +185,7 @@ def device_rules(cfg: MixinConfig) -> dict[str, Any]:
     many-to-many error. Awaits are time/ops: where ops do not move the rule records 0 (no
     I/O waited), not NaN. Prometheus must scrape both targets at least twice per window.
     """
-    w = cfg.rate_window
+    figures = cfg.figures()
     node = "{" + cfg.node_job_selector + "}"
     device_info = "cephscope_osd_device_info{" + cfg.exporter_job_selector + "}"
     network_info = "cephscope_osd_network_info{" + cfg.exporter_job_selector + "}"
@@ -208,12 +200,7 @@ def device_rules(cfg: MixinConfig) -> dict[str, Any]:
             ")"
         )
 
-    def rate(counter: str) -> str:
-        return f"rate({counter}{node}[{w}])"
-
-    def await_of(time_counter: str, ops_counter: str) -> str:
-        return (f"{rate(time_counter)} / ({rate(ops_counter)} > 0)"
-                f" or {rate(ops_counter)} * 0")
+    rate = figures.node_rate
 
     def per_interface(counter: str) -> str:
         return (
@@ -228,30 +215,24 @@ def device_rules(cfg: MixinConfig) -> dict[str, Any]:
         )
 
     rules = [
-        {"record": names.DEVICE_READS, "expr": per_device(rate("node_disk_reads_completed_total"))},
-        {"record": names.DEVICE_WRITES,
-         "expr": per_device(rate("node_disk_writes_completed_total"))},
-        {"record": names.DEVICE_READ_BYTES, "expr": per_device(rate("node_disk_read_bytes_total"))},
-        {"record": names.DEVICE_WRITTEN_BYTES,
-         "expr": per_device(rate("node_disk_written_bytes_total"))},
-        # iostat's r_await / w_await in seconds
+        {"record": names.DEVICE_READS, "expr": per_device(rate(fig.DISK_READS))},
+        {"record": names.DEVICE_WRITES, "expr": per_device(rate(fig.DISK_WRITES))},
+        {"record": names.DEVICE_READ_BYTES, "expr": per_device(rate(fig.DISK_READ_BYTES))},
+        {"record": names.DEVICE_WRITTEN_BYTES, "expr": per_device(rate(fig.DISK_WRITTEN_BYTES))},
+        # iostat's r_await / w_await / await in seconds
         {"record": names.DEVICE_READ_AWAIT,
-         "expr": per_device(await_of("node_disk_read_time_seconds_total",
-                                     "node_disk_reads_completed_total"))},
+         "expr": per_device(figures.disk_await_seconds(writes=False))},
         {"record": names.DEVICE_WRITE_AWAIT,
-         "expr": per_device(await_of("node_disk_write_time_seconds_total",
-                                     "node_disk_writes_completed_total"))},
+         "expr": per_device(figures.disk_await_seconds(reads=False))},
+        {"record": names.DEVICE_AWAIT, "expr": per_device(figures.disk_await_seconds())},
         # iostat's %util as a 0..1 ratio: share of wall time with at least one I/O in flight
-        {"record": names.DEVICE_UTIL,
-         "expr": per_device(f"clamp_max({rate('node_disk_io_time_seconds_total')}, 1)")},
+        {"record": names.DEVICE_UTIL, "expr": per_device(figures.disk_util_ratio())},
         # iostat's aqu-sz: average number of I/Os queued or in service
         {"record": names.DEVICE_QUEUE_SIZE,
          "expr": per_device(rate("node_disk_io_time_weighted_seconds_total"))},
         # interface counters, not per-OSD traffic: OSDs sharing a NIC all see its total
-        {"record": names.NETWORK_RECEIVE_BYTES,
-         "expr": per_interface("node_network_receive_bytes_total")},
-        {"record": names.NETWORK_TRANSMIT_BYTES,
-         "expr": per_interface("node_network_transmit_bytes_total")},
+        {"record": names.NETWORK_RECEIVE_BYTES, "expr": per_interface(fig.NIC_RECEIVE_BYTES)},
+        {"record": names.NETWORK_TRANSMIT_BYTES, "expr": per_interface(fig.NIC_TRANSMIT_BYTES)},
         # share of the link speed in use, the busier direction; only where the kernel knows
         # the speed (cephscope_osd_network_speed_bytes is absent for lo and virtual links)
         {"record": names.NETWORK_LINK_UTIL,

@@ -31,6 +31,8 @@ from cephscope.deploy import rootfs
 from cephscope.deploy.placement import Release, release_command
 from cephscope.deploy.procs import exporter_binary, pid_from_file, port_is_free, terminate
 from cephscope.deploy.scrape_auth import ExporterScrapeAuth, ScrapeAuthError, load_scrape_auth
+from cephscope.figures import EXPORTER_JOB, NODE_JOB, RUNNER_JOB, SCRAPE_INTERVAL_SECONDS
+from cephscope.prometheus_api import PrometheusAPI, PrometheusError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ALERTS_DIR = REPO_ROOT / "alerts"
@@ -41,10 +43,8 @@ NODE_EXPORTER_OFFSET = 3
 EXPORTER_OFFSET = 4
 RUNNER_OFFSET = 5
 
-SCRAPE_INTERVAL_SECONDS = 5
-EXPORTER_JOB = "cephscope-exporter"
-NODE_JOB = "node"
-RUNNER_JOB = "cephscope-runner"
+# Job names and scrape interval are the figures' (the rules and the report select on them).
+__all__ = ["EXPORTER_JOB", "NODE_JOB", "RUNNER_JOB", "SCRAPE_INTERVAL_SECONDS"]
 
 
 class StackError(RuntimeError):
@@ -432,22 +432,21 @@ class Stack:
 
     # ---- queries ---------------------------------------------------------------------------
 
-    def _api(self, path: str, params: dict[str, str]) -> list[dict[str, Any]]:
-        body = http_get(f"{self.prometheus_url}/api/v1/{path}?{urllib.parse.urlencode(params)}", 30)
-        reply = json.loads(body)
-        if reply.get("status") != "success":
-            raise StackError(f"query failed: {params['query']}: {reply.get('error')}")
-        return reply["data"]["result"]
+    @property
+    def prometheus(self) -> PrometheusAPI:
+        return PrometheusAPI(self.prometheus_url, 30.0)
 
     def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
-        params = {"query": promql}
-        if at is not None:
-            params["time"] = f"{at:.3f}"
-        return self._api("query", params)
+        try:
+            return self.prometheus.query(promql, at)
+        except PrometheusError as exc:
+            raise StackError(f"query failed: {promql}: {exc}") from exc
 
     def query_range(self, promql: str, start: float, end: float, step: float = 5) -> list[dict[str, Any]]:
-        params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": str(step)}
-        return self._api("query_range", params)
+        try:
+            return self.prometheus.query_range(promql, start, end, step)
+        except PrometheusError as exc:
+            raise StackError(f"query failed: {promql}: {exc}") from exc
 
     def wait_for_series(self, promql: str, timeout: float = 60) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout

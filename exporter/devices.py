@@ -65,18 +65,19 @@ class Resolution:
 
 
 class DeviceResolver:
-    """Path -> BlockDevice against (possibly fixture) /sys, /dev and /run roots."""
+    """Path -> BlockDevice against (possibly fixture) /sys, /dev roots and udev database."""
 
     def __init__(
         self,
         sys_root: str = "/sys",
         dev_root: str = "/dev",
-        run_root: str = "/run",
+        udev_data: str = "/run/udev/data",
         host_root: str = "/",
     ) -> None:
         self.sys_root = sys_root
         self.dev_root = dev_root
-        self.run_root = run_root
+        # the udev database directory itself, as node_exporter's --path.udev.data
+        self.udev_data = udev_data
         # Absolute paths outside /dev (OSD data dirs, backing files) are taken relative to
         # host_root; "/" on a real host, a fixture directory in tests.
         self.host_root = host_root
@@ -88,7 +89,7 @@ class DeviceResolver:
         return DeviceResolver(
             sys_root=self.sys_root,
             dev_root=os.path.join(root, "dev"),
-            run_root=self.run_root,
+            udev_data=self.udev_data,
             host_root=root,
         )
 
@@ -171,7 +172,7 @@ class DeviceResolver:
 
     def map_path(self, path: str) -> str:
         """Map an absolute host path into the configured roots."""
-        for real, root in (("/dev", self.dev_root), ("/sys", self.sys_root), ("/run", self.run_root)):
+        for real, root in (("/dev", self.dev_root), ("/sys", self.sys_root)):
             if path == real or path.startswith(real + "/"):
                 return root + path[len(real) :]
         if self.host_root in ("", "/"):
@@ -180,7 +181,7 @@ class DeviceResolver:
 
     def _unmap(self, local: str) -> str:
         """Inverse of map_path for log messages and for matching /dev/<name>."""
-        for real, root in (("/dev", self.dev_root), ("/sys", self.sys_root), ("/run", self.run_root)):
+        for real, root in (("/dev", self.dev_root), ("/sys", self.sys_root)):
             if local == root or local.startswith(root.rstrip("/") + "/"):
                 return real + local[len(root.rstrip("/")) :]
         if self.host_root not in ("", "/") and local.startswith(self.host_root.rstrip("/") + "/"):
@@ -289,7 +290,7 @@ class DeviceResolver:
         if not dev:
             return {}
         props: dict[str, str] = {}
-        for line in _read(os.path.join(self.run_root, "udev", "data", f"b{dev}")).splitlines():
+        for line in _read(os.path.join(self.udev_data, f"b{dev}")).splitlines():
             if line.startswith("E:") and "=" in line:
                 key, _, value = line[2:].partition("=")
                 props[key] = value

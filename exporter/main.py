@@ -11,17 +11,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from dataclasses import dataclass
 
 from cephscope import __version__
-from cephscope.exporter.asok import (
-    DEFAULT_ASOK_DIR,
-    DEFAULT_MAX_RESPONSE_BYTES,
-    DEFAULT_TIMEOUT_SECONDS,
-)
 from cephscope.exporter.collectors import add_collector_arguments, enabled_collectors
 from cephscope.exporter.fdlimit import raise_open_files_limit
 from cephscope.exporter.http import (
-    TIMEOUT_HEADER,
     ExporterServer,
     HttpSettings,
     parse_listen_address,
@@ -33,12 +28,29 @@ from cephscope.exporter.scrape import (
     limit_malloc_arenas,
     tune_gc_for_scrapes,
 )
-from cephscope.exporter.settings import add_host_flags
+from cephscope.exporter.settings import (
+    AsokSettings,
+    LogSettings,
+    ScrapeFlags,
+    WebSettings,
+    add_flags,
+    add_host_flags,
+    from_args,
+)
 from cephscope.exporter.webconfig import WebConfigError, load_web_config
 
-DEFAULT_LISTEN_ADDRESS = "127.0.0.1:9967"
-
 log = logging.getLogger("cephscope.exporter")
+
+
+@dataclass(frozen=True)
+class ExporterFlags:
+    """Every global flag of the exporter, typed (collectors read theirs through
+    `enabled_collectors`)."""
+
+    web: WebSettings
+    asok: AsokSettings
+    scrape: ScrapeFlags
+    log: LogSettings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,128 +59,70 @@ def build_parser() -> argparse.ArgumentParser:
         description="Prometheus exporter for Ceph daemons on this host, via their admin sockets.",
     )
     parser.add_argument("--version", action="version", version=f"cephscope-exporter {__version__}")
-    web = parser.add_argument_group("web")
-    web.add_argument(
-        "--web.listen-address", dest="listen_address", default=DEFAULT_LISTEN_ADDRESS,
-        metavar="HOST:PORT",
-        help="address to listen on; :PORT = every interface, [::]:PORT, HOST:PORT"
-        " (default: %(default)s)",
-    )
-    web.add_argument(
-        "--web.max-requests", dest="max_requests", type=int, default=40, metavar="N",
-        help="requests answered at once; more wait (default: %(default)s)",
-    )
-    web.add_argument(
-        "--web.max-queued-requests", dest="max_queued_requests", type=int, default=200,
-        metavar="N",
-        help="requests waiting beyond --web.max-requests; more get 503 (default: %(default)s)",
-    )
-    web.add_argument(
-        "--web.read-header-timeout", dest="read_header_timeout", type=float, default=10.0,
-        metavar="SECONDS",
-        help="close a connection whose request header is not complete by then"
-        " (default: %(default)s)",
-    )
-    web.add_argument(
-        "--web.telemetry-path", dest="telemetry_path", default="/metrics",
-        help="path under which to expose metrics (default: %(default)s)",
-    )
-    web.add_argument(
-        "--web.config.file", dest="web_config_file", default=None, metavar="FILE",
-        help="exporter-toolkit web config (TLS, basic auth with bcrypt hashes)",
-    )
-    web.add_argument(
-        "--web.timeout-offset", dest="timeout_offset", type=float, default=0.5, metavar="SECONDS",
-        help="subtract from Prometheus' scrape timeout to leave room for the reply"
-        " (default: %(default)s)",
-    )
-    ceph = parser.add_argument_group("ceph")
-    ceph.add_argument(
-        "--ceph.asok-dir", dest="asok_dir", default=DEFAULT_ASOK_DIR, metavar="DIR",
-        help="directory of admin sockets, searched one level down too, e.g. cephadm's"
-        " <fsid>/ (default: %(default)s)",
-    )
-    ceph.add_argument(
-        "--ceph.asok-timeout", dest="asok_timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS,
-        metavar="SECONDS", help="timeout of one admin-socket command (default: %(default)s)",
-    )
-    ceph.add_argument(
-        "--ceph.max-response-bytes", dest="max_response_bytes", type=int,
-        default=DEFAULT_MAX_RESPONSE_BYTES, metavar="BYTES",
-        help="refuse admin-socket responses longer than this (default: %(default)s)",
-    )
-    ceph.add_argument(
-        "--ceph.daemon-types", dest="daemon_types", default=None, metavar="TYPES",
-        help="comma-separated daemon types to scrape (default: every type a collector handles)",
-    )
-    scrape = parser.add_argument_group("scrape")
-    scrape.add_argument(
-        "--scrape.default-timeout", dest="default_timeout", type=float, default=10.0,
-        metavar="SECONDS",
-        help=f"scrape deadline when the request has no {TIMEOUT_HEADER} (default: %(default)s)",
-    )
-    scrape.add_argument(
-        "--scrape.max-parallel", dest="max_parallel", type=int, default=16, metavar="N",
-        help="daemons scraped at the same time (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--log.level", dest="log_level", default="info",
-        choices=["debug", "info", "warn", "error"], help="log level (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--log.format", dest="log_format", default="logfmt", choices=["logfmt", "json"],
-        help="log line format (default: %(default)s)",
-    )
+    add_flags(parser.add_argument_group("web"), "web", WebSettings)
+    add_flags(parser.add_argument_group("ceph"), "ceph", AsokSettings)
+    add_flags(parser.add_argument_group("scrape"), "scrape", ScrapeFlags)
+    add_flags(parser.add_argument_group("log"), "log", LogSettings)
     add_host_flags(parser)
     add_collector_arguments(parser)
     return parser
 
 
+def exporter_flags(args: argparse.Namespace) -> ExporterFlags:
+    return ExporterFlags(web=from_args(args, "web", WebSettings),
+                         asok=from_args(args, "ceph", AsokSettings),
+                         scrape=from_args(args, "scrape", ScrapeFlags),
+                         log=from_args(args, "log", LogSettings))
+
+
 def settings_from_args(args: argparse.Namespace) -> ScrapeSettings:
-    types = None
-    if args.daemon_types:
-        types = frozenset(t.strip() for t in args.daemon_types.split(",") if t.strip())
+    flags = exporter_flags(args)
+    types = frozenset(t.strip() for t in flags.asok.daemon_types.split(",") if t.strip())
     return ScrapeSettings(
-        asok_dir=args.asok_dir,
-        daemon_types=types,
-        call_timeout=args.asok_timeout,
-        max_response_bytes=args.max_response_bytes,
-        default_timeout=args.default_timeout,
-        timeout_offset=args.timeout_offset,
-        max_parallel=args.max_parallel,
+        asok_dir=flags.asok.asok_dir,
+        daemon_types=types or None,
+        call_timeout=flags.asok.asok_timeout,
+        max_response_bytes=flags.asok.max_response_bytes,
+        default_timeout=flags.scrape.default_timeout,
+        timeout_offset=flags.web.timeout_offset,
+        max_parallel=flags.scrape.max_parallel,
     )
 
 
 def make_server(args: argparse.Namespace) -> ExporterServer:
     """Build scraper and HTTP server from parsed args (raises ValueError on bad input)."""
-    if not args.telemetry_path.startswith("/") or args.telemetry_path == "/":
+    flags = exporter_flags(args)
+    web = flags.web
+    if not web.telemetry_path.startswith("/") or web.telemetry_path == "/":
         raise ValueError(
-            f"--web.telemetry-path {args.telemetry_path!r}: must start with / and not be /"
+            f"--web.telemetry-path {web.telemetry_path!r}: must start with / and not be /"
         )
-    if args.asok_timeout <= 0 or args.default_timeout <= 0 or args.max_parallel < 1:
+    if flags.asok.asok_timeout <= 0 or flags.scrape.default_timeout <= 0 \
+            or flags.scrape.max_parallel < 1:
         raise ValueError("--ceph.asok-timeout, --scrape.default-timeout must be > 0 and "
                          "--scrape.max-parallel >= 1")
-    if args.max_requests < 1 or args.max_queued_requests < 0 or args.read_header_timeout <= 0:
+    if web.max_requests < 1 or web.max_queued_requests < 0 or web.read_header_timeout <= 0:
         raise ValueError("--web.max-requests must be >= 1, --web.max-queued-requests >= 0 and"
                          " --web.read-header-timeout > 0")
-    address = parse_listen_address(args.listen_address)
-    web_config = load_web_config(args.web_config_file)
+    address = parse_listen_address(web.listen_address)
+    web_config = load_web_config(web.config_file or None)
     scraper = Scraper(enabled_collectors(args), settings_from_args(args))
     try:
         return ExporterServer(address, scraper, web_config, HttpSettings(
-            telemetry_path=args.telemetry_path,
-            max_requests=args.max_requests,
-            max_queued_requests=args.max_queued_requests,
-            read_header_timeout=args.read_header_timeout,
+            telemetry_path=web.telemetry_path,
+            max_requests=web.max_requests,
+            max_queued_requests=web.max_queued_requests,
+            read_header_timeout=web.read_header_timeout,
         ))
     except OSError as err:
         scraper.close()
-        raise ValueError(f"cannot listen on {args.listen_address}: {err.strerror}") from None
+        raise ValueError(f"cannot listen on {web.listen_address}: {err.strerror}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    configure_logging(args.log_level, args.log_format)
+    flags = exporter_flags(args)
+    configure_logging(flags.log.level, flags.log.format)
     # Before the server sizes its connection limit from it (see fdlimit).
     open_files = raise_open_files_limit()
     try:
@@ -180,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     limit_malloc_arenas()
     host, port = server.server_address[:2]
     log.info("listening", extra={"fields": {
-        "address": f"[{host}]:{port}", "path": args.telemetry_path, "asok_dir": args.asok_dir,
+        "address": f"[{host}]:{port}", "path": flags.web.telemetry_path,
+        "asok_dir": flags.asok.asok_dir,
         "collectors": ",".join(c.name for c in server.scraper.collectors),
         "open_files_limit": open_files, "max_connections": server.max_connections,
     }})

@@ -17,15 +17,23 @@ import typing
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from cephscope.exporter.asok import (
+    DEFAULT_ASOK_DIR,
+    DEFAULT_MAX_RESPONSE_BYTES,
+    DEFAULT_TIMEOUT_SECONDS,
+)
+
 SettingsT = TypeVar("SettingsT")
 
 
 def option(default: Any, help: str, *, metavar: str | None = None, flag: str | None = None,
-           hidden_aliases: tuple[str, ...] = ()) -> Any:
+           hidden_aliases: tuple[str, ...] = (), choices: tuple[str, ...] | None = None) -> Any:
     """A settings field: its default, its ``--help`` line, optionally its flag's own name
-    (after the prefix) and old flag names still accepted but not listed."""
+    (after the prefix), old flag names still accepted but not listed, and the values it
+    accepts."""
     return dataclasses.field(default=default, metadata={
-        "help": help, "metavar": metavar, "flag": flag, "hidden_aliases": hidden_aliases})
+        "help": help, "metavar": metavar, "flag": flag, "hidden_aliases": hidden_aliases,
+        "choices": choices})
 
 
 def flag_name(prefix: str, field: dataclasses.Field[Any]) -> str:
@@ -45,10 +53,14 @@ def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, prefix:
         if kind not in (str, int, float):
             raise TypeError(f"{settings_type.__name__}.{field.name}: flags are str, int or float")
         dest = dest_of(prefix, field)
+        choices = field.metadata.get("choices")
+        # an empty default means "not set" (no file, every type): nothing to show
+        shown = " (default: %(default)s)" if field.default != "" else ""
         parser.add_argument(
             flag_name(prefix, field), dest=dest, type=kind, default=field.default,
-            metavar=field.metadata.get("metavar") or field.name.upper(),
-            help=f"{field.metadata['help']} (default: %(default)s)")
+            choices=choices,
+            metavar=None if choices else field.metadata.get("metavar") or field.name.upper(),
+            help=f"{field.metadata['help']}{shown}")
         for alias in field.metadata.get("hidden_aliases", ()):
             parser.add_argument(alias, dest=dest, type=kind, default=field.default,
                                 help=argparse.SUPPRESS)
@@ -65,6 +77,60 @@ def from_args(args: argparse.Namespace, prefix: str, settings_type: type[Setting
 
 
 @dataclass(frozen=True)
+class WebSettings:
+    """HTTP serving, exporter-toolkit's flag names (``--web.*``)."""
+
+    listen_address: str = option(
+        "127.0.0.1:9967", "address to listen on; :PORT = every interface, [::]:PORT, HOST:PORT",
+        metavar="HOST:PORT")
+    max_requests: int = option(40, "requests answered at once; more wait", metavar="N")
+    max_queued_requests: int = option(
+        200, "requests waiting beyond --web.max-requests; more get 503", metavar="N")
+    read_header_timeout: float = option(
+        10.0, "close a connection whose request header is not complete by then",
+        metavar="SECONDS")
+    telemetry_path: str = option("/metrics", "path under which to expose metrics",
+                                 metavar="PATH")
+    config_file: str = option("", "exporter-toolkit web config (TLS, basic auth with bcrypt "
+                              "hashes)", metavar="FILE", flag="config.file")
+    timeout_offset: float = option(
+        0.5, "subtract from Prometheus' scrape timeout to leave room for the reply",
+        metavar="SECONDS")
+
+
+@dataclass(frozen=True)
+class AsokSettings:
+    """The admin sockets (``--ceph.*`` beside the mon connection's)."""
+
+    asok_dir: str = option(DEFAULT_ASOK_DIR, "directory of admin sockets, searched one level "
+                           "down too, e.g. cephadm's <fsid>/", metavar="DIR")
+    asok_timeout: float = option(DEFAULT_TIMEOUT_SECONDS, "timeout of one admin-socket command",
+                                 metavar="SECONDS")
+    max_response_bytes: int = option(DEFAULT_MAX_RESPONSE_BYTES, "refuse admin-socket responses longer "
+                                     "than this", metavar="BYTES")
+    daemon_types: str = option("", "comma-separated daemon types to scrape (default: every "
+                               "type a collector handles)", metavar="TYPES")
+
+
+@dataclass(frozen=True)
+class ScrapeFlags:
+    """The whole scrape (``--scrape.*``)."""
+
+    default_timeout: float = option(
+        10.0, "scrape deadline when the request has no X-Prometheus-Scrape-Timeout-Seconds",
+        metavar="SECONDS")
+    max_parallel: int = option(16, "daemons scraped at the same time", metavar="N")
+
+
+@dataclass(frozen=True)
+class LogSettings:
+    """Logging (``--log.*``, as Prometheus' exporters)."""
+
+    level: str = option("info", "log level", choices=("debug", "info", "warn", "error"))
+    format: str = option("logfmt", "log line format", choices=("logfmt", "json"))
+
+
+@dataclass(frozen=True)
 class NoSettings:
     """Settings of a collector that has no flags of its own."""
 
@@ -77,8 +143,8 @@ class PathSettings:
                          hidden_aliases=("--collector.threads.proc-root",))
     sysfs: str = option("/sys", "sysfs mount point", metavar="DIR")
     devfs: str = option("/dev", "devtmpfs mount point", metavar="DIR")
-    udev_data: str = option("/run", "directory holding udev/data", metavar="DIR",
-                            flag="udev.data")
+    udev_data: str = option("/run/udev/data", "udev database directory (node_exporter's "
+                            "--path.udev.data)", metavar="DIR", flag="udev.data")
     rootfs: str = option("/", "host root for OSD data dirs and loop backing files",
                          metavar="DIR")
 

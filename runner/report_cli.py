@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cephscope.runner.report import write_report
+    from cephscope.runner.report.build import write_report
 
     try:
         report = write_report(args.run_dir, args.prometheus_url, args.rate_window,

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from cephscope.runner.clients import per_client_rows
-from cephscope.runner.step_system import (
+from cephscope.runner.report.step_system import (
     SYSTEM_COLUMNS,
     mode_window,
     read_stored,

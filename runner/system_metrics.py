@@ -1,6 +1,8 @@
 """System metrics of a step window, pulled from Prometheus (query_range) into the step dir.
 
-The list of queries lives here and only here. `{w}` is the rate window: by default 4 x the
+The report's list of queries lives here; the PromQL of every figure it shares with the rules and
+dashboards (CPU busy, disk await, OSD op latency, ...) and the job selectors come from
+`cephscope.figures`. `{w}` is the rate window: by default 4 x the
 longest scrape interval of Prometheus' active targets (a rate() needs at least two samples in
 its window; four keep it steady), read from Prometheus itself. Names follow node_exporter and
 Ceph's own exporter names (`ceph_osd_op*`), which cephscope's exporter keeps unchanged.
@@ -20,80 +22,81 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import requests
+from cephscope import figures as figure_names
+from cephscope.figures import RATE_WINDOW_SCRAPES, STACK_FIGURES, Figures, selector
+from cephscope.prometheus_api import PrometheusAPI, PrometheusError, PrometheusUnreachable
 
-# rate() window = this many scrape intervals (by default).
-RATE_WINDOW_SCRAPES = 4
 # Mode windows shorter than this many scrape intervals get a warning in the report.
 MIN_WINDOW_SCRAPES = 2
 AUTO_RATE_WINDOW = "auto"
 
-SYSTEM_QUERIES: Mapping[str, str] = {
-    # CPU busy fraction per host (all CPUs together, 0..1)
-    "cpu_busy_ratio": 'sum by (instance, host) (rate(node_cpu_seconds_total{{mode!="idle"}}[{w}]))'
-                      ' / on(instance, host) count by (instance, host)'
-                      ' (node_cpu_seconds_total{{mode="idle"}})',
-    # per host and CPU mode (user, system, iowait, ...), fraction of all the host's CPUs
-    "cpu_mode_ratio": 'sum by (instance, host, mode)'
-                      ' (rate(node_cpu_seconds_total{{mode!="idle"}}[{w}]))'
-                      ' / on(instance, host) group_left count by (instance, host)'
-                      ' (node_cpu_seconds_total{{mode="idle"}})',
-    # per core: busy fraction of one CPU (iowait is waiting, not work: left out)
-    "cpu_core_busy_ratio": 'sum by (instance, host, cpu) '
-                           '(rate(node_cpu_seconds_total{{mode!~"idle|iowait"}}[{w}]))',
-    # disks: utilisation, IOPS, bandwidth, average await
-    "disk_util_ratio": "rate(node_disk_io_time_seconds_total[{w}])",
-    "disk_read_iops": "rate(node_disk_reads_completed_total[{w}])",
-    "disk_write_iops": "rate(node_disk_writes_completed_total[{w}])",
-    "disk_read_bytes_per_second": "rate(node_disk_read_bytes_total[{w}])",
-    "disk_write_bytes_per_second": "rate(node_disk_written_bytes_total[{w}])",
-    "disk_await_seconds": "(rate(node_disk_read_time_seconds_total[{w}])"
-                          " + rate(node_disk_write_time_seconds_total[{w}]))"
-                          " / (rate(node_disk_reads_completed_total[{w}])"
-                          " + rate(node_disk_writes_completed_total[{w}]))",
-    # NICs
-    "nic_receive_bytes_per_second": "rate(node_network_receive_bytes_total[{w}])",
-    "nic_transmit_bytes_per_second": "rate(node_network_transmit_bytes_total[{w}])",
-    # OSD side: op rate and average latency per OSD
-    "osd_ops_per_second": "rate(ceph_osd_op[{w}])",
-    "osd_op_latency_seconds": "rate(ceph_osd_op_latency_sum[{w}])"
-                              " / rate(ceph_osd_op_latency_count[{w}])",
-    "osd_op_r_latency_seconds": "rate(ceph_osd_op_r_latency_sum[{w}])"
-                                " / rate(ceph_osd_op_r_latency_count[{w}])",
-    "osd_op_w_latency_seconds": "rate(ceph_osd_op_w_latency_sum[{w}])"
-                                " / rate(ceph_osd_op_w_latency_count[{w}])",
-    # OSD thread groups (tp_osd_tp, msgr-worker, bstore_kv_sync, ...): CPU seconds per second
-    "osd_thread_cpu_seconds_per_second": "sum by (instance, host, ceph_daemon, thread_group)"
-                                         " (rate(cephscope_osd_thread_cpu_seconds_total[{w}]))",
-    # raw cumulative OSD latency histogram buckets: the report takes deltas per mode window
-    "osd_op_latency_bucket": "sum by (instance, host, ceph_daemon, op, le)"
-                             " (cephscope_osd_op_latency_seconds_bucket)",
-    # topology: which disks and NICs are the OSDs' own
-    "osd_device_info": "cephscope_osd_device_info",
-    "osd_network_info": "cephscope_osd_network_info",
-}
+# query name -> figure; `{w}` stands for the rate window until rendered
+def system_queries(figures: Figures = STACK_FIGURES) -> dict[str, str]:
+    """The report's query per stored name, every shared figure's PromQL from `figures`."""
+    f = figures.with_window("{w}")
+    host, exporter = ("instance", "host"), selector(*f.exporter)
+    osd = ("instance", "host", "ceph_daemon")
+    queries = {
+        # CPU busy fraction per host (all CPUs together, 0..1; iowait and steal are not busy)
+        "cpu_busy_ratio": f.cpu_busy_ratio(host),
+        # per host and CPU mode (user, system, iowait, ...), fraction of all the host's CPUs
+        "cpu_mode_ratio": f.cpu_mode_ratio(host),
+        # per core: busy fraction of one CPU
+        "cpu_core_busy_ratio": f.cpu_busy_cores((*host, "cpu")),
+        # disks: utilisation, IOPS, bandwidth, average await
+        "disk_util_ratio": f.disk_util_ratio(),
+        "disk_read_iops": f.node_rate(figure_names.DISK_READS),
+        "disk_write_iops": f.node_rate(figure_names.DISK_WRITES),
+        "disk_read_bytes_per_second": f.node_rate(figure_names.DISK_READ_BYTES),
+        "disk_write_bytes_per_second": f.node_rate(figure_names.DISK_WRITTEN_BYTES),
+        "disk_await_seconds": f.disk_await_seconds(),
+        # NICs
+        "nic_receive_bytes_per_second": f.node_rate(figure_names.NIC_RECEIVE_BYTES),
+        "nic_transmit_bytes_per_second": f.node_rate(figure_names.NIC_TRANSMIT_BYTES),
+        # OSD side: op rate and average latency per OSD
+        "osd_ops_per_second": f.exporter_rate(figure_names.OSD_OPS),
+        "osd_op_latency_seconds": f.osd_op_latency_seconds(osd),
+        "osd_op_r_latency_seconds": f.osd_op_latency_seconds(osd, op="r"),
+        "osd_op_w_latency_seconds": f.osd_op_latency_seconds(osd, op="w"),
+        # OSD thread groups (tp_osd_tp, msgr-worker, bstore_kv_sync, ...): CPU seconds per second
+        "osd_thread_cpu_seconds_per_second": f.osd_thread_cpu_cores((*osd, "thread_group")),
+        # raw cumulative OSD latency histogram buckets: the report takes deltas per mode window
+        "osd_op_latency_bucket": "sum by (instance, host, ceph_daemon, op, le)"
+                                 f" (cephscope_osd_op_latency_seconds_bucket{exporter})",
+        # topology: which disks and NICs are the OSDs' own
+        "osd_device_info": f"cephscope_osd_device_info{exporter}",
+        "osd_network_info": f"cephscope_osd_network_info{exporter}",
+    }
+    return queries
+
 
 # queries of raw cumulative counters (deltas taken by the report, not rate()s)
 CUMULATIVE_QUERIES = frozenset({"osd_op_latency_bucket"})
 
-# Raw counters whose scrapes inside a step's window give its system figures (see
-# `window_rates`): pulled as range vectors, so every sample keeps its real scrape timestamp.
-COUNTER_SERIES: Mapping[str, str] = {
-    "cpu_seconds": "node_cpu_seconds_total",
-    "disk_io_time_seconds": "node_disk_io_time_seconds_total",
-    "disk_reads": "node_disk_reads_completed_total",
-    "disk_writes": "node_disk_writes_completed_total",
-    "disk_read_bytes": "node_disk_read_bytes_total",
-    "disk_written_bytes": "node_disk_written_bytes_total",
-    "disk_read_time_seconds": "node_disk_read_time_seconds_total",
-    "disk_write_time_seconds": "node_disk_write_time_seconds_total",
-    "nic_receive_bytes": "node_network_receive_bytes_total",
-    "nic_transmit_bytes": "node_network_transmit_bytes_total",
-    "osd_op": "ceph_osd_op",
-    "osd_op_latency_sum": "ceph_osd_op_latency_sum",
-    "osd_op_latency_count": "ceph_osd_op_latency_count",
-    "osd_thread_cpu_seconds": "cephscope_osd_thread_cpu_seconds_total",
-}
+
+def counter_series(figures: Figures = STACK_FIGURES) -> dict[str, str]:
+    """Raw counters whose scrapes inside a step's window give its system figures (see
+    `window_rates`): pulled as range vectors, so every sample keeps its real scrape timestamp.
+    The report computes each shared figure from them as `figures` defines it."""
+    node, exporter = selector(*figures.node), selector(*figures.exporter)
+    lat = figure_names.osd_op_latency_counter()
+    return {
+        "cpu_seconds": figure_names.CPU_SECONDS + node,
+        "disk_io_time_seconds": figure_names.DISK_IO_TIME + node,
+        "disk_reads": figure_names.DISK_READS + node,
+        "disk_writes": figure_names.DISK_WRITES + node,
+        "disk_read_bytes": figure_names.DISK_READ_BYTES + node,
+        "disk_written_bytes": figure_names.DISK_WRITTEN_BYTES + node,
+        "disk_read_time_seconds": figure_names.DISK_READ_TIME + node,
+        "disk_write_time_seconds": figure_names.DISK_WRITE_TIME + node,
+        "nic_receive_bytes": figure_names.NIC_RECEIVE_BYTES + node,
+        "nic_transmit_bytes": figure_names.NIC_TRANSMIT_BYTES + node,
+        "osd_op": figure_names.OSD_OPS + exporter,
+        "osd_op_latency_sum": f"{lat}_sum{exporter}",
+        "osd_op_latency_count": f"{lat}_count{exporter}",
+        "osd_thread_cpu_seconds": figure_names.OSD_THREAD_CPU_SECONDS + exporter,
+    }
+
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
 _DURATION_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800,
@@ -116,11 +119,9 @@ def format_duration(seconds: float) -> str:
 def scrape_interval_seconds(prometheus_url: str, timeout_seconds: float = 10.0) -> float | None:
     """The longest scrape interval of Prometheus' active targets (None when unknown)."""
     try:
-        body = requests.get(f"{prometheus_url.rstrip('/')}/api/v1/targets",
-                            params={"state": "active"}, timeout=timeout_seconds).json()
-        targets = body["data"]["activeTargets"]
+        targets = PrometheusAPI(prometheus_url, timeout_seconds).active_targets()
         intervals = [parse_duration(t["scrapeInterval"]) for t in targets if t.get("scrapeInterval")]
-    except (requests.RequestException, ValueError, KeyError, TypeError):
+    except (PrometheusError, ValueError, KeyError, TypeError):
         return None
     return max(intervals) if intervals else None
 
@@ -142,13 +143,14 @@ def resolve_rate_window(requested: str, scrape_interval: float | None) -> tuple[
     return requested, warnings
 
 
-def render_queries(rate_window: str) -> dict[str, str]:
-    return {name: q.format(w=rate_window) for name, q in SYSTEM_QUERIES.items()}
+def render_queries(rate_window: str, figures: Figures = STACK_FIGURES) -> dict[str, str]:
+    return {name: q.replace("{w}", rate_window) for name, q in system_queries(figures).items()}
 
 
 def pull_step_window(prometheus_url: str, start: float, end: float,
                      rate_window: str = AUTO_RATE_WINDOW, timeout_seconds: float = 20.0,
-                     scrape_interval: float | None = None) -> dict[str, Any]:
+                     scrape_interval: float | None = None,
+                     figures: Figures = STACK_FIGURES) -> dict[str, Any]:
     """query_range every system query over [start, end]; per-query errors are recorded, not
     raised (a missing exporter must not lose the step). The scrape interval is read from
     Prometheus unless given."""
@@ -163,7 +165,7 @@ def pull_step_window(prometheus_url: str, start: float, end: float,
     # a Prometheus that did not answer one query is not asked the rest (each would wait its
     # own timeout: minutes for a step window when it stopped answering)
     unreachable: str | None = None
-    for name, query in render_queries(rate_window).items():
+    for name, query in render_queries(rate_window, figures).items():
         entry: dict[str, Any] = {"query": query}
         if unreachable is not None:
             entry["error"] = f"not asked: {unreachable}"
@@ -179,7 +181,8 @@ def pull_step_window(prometheus_url: str, start: float, end: float,
         if lost:
             unreachable = f"Prometheus at {prometheus_url} did not answer {name}: {answer['error']}"
         out["queries"][name] = entry
-    out["counters"] = pull_counters(prometheus_url, start, end, timeout_seconds, unreachable)
+    out["counters"] = pull_counters(prometheus_url, start, end, timeout_seconds, unreachable,
+                                    figures)
     return out
 
 
@@ -188,28 +191,25 @@ def _api_get(prometheus_url: str, endpoint: str, params: Mapping[str, str],
     """({"result": …} or {"error": why}, whether Prometheus did not answer at all) from a
     Prometheus query API; never raises."""
     try:
-        resp = requests.get(f"{prometheus_url.rstrip('/')}/api/v1/{endpoint}", params=params,
-                            timeout=timeout_seconds)
-        body = resp.json()
-        if body.get("status") == "success":
-            return {"result": body["data"]["result"]}, False
-        return {"error": body.get("error", f"HTTP {resp.status_code}")}, False
-    except (requests.ConnectionError, requests.Timeout) as exc:
+        return {"result": PrometheusAPI(prometheus_url, timeout_seconds).get(endpoint, params)
+                ["result"]}, False
+    except PrometheusUnreachable as exc:
         return {"error": str(exc)}, True
-    except (requests.RequestException, ValueError, KeyError) as exc:
+    except (PrometheusError, KeyError, TypeError) as exc:
         return {"error": str(exc)}, False
 
 
 def pull_counters(prometheus_url: str, start: float, end: float,
                   timeout_seconds: float = 20.0,
-                  unreachable: str | None = None) -> dict[str, Any]:
-    """Every raw sample of the COUNTER_SERIES scraped in [start, end] (a range vector evaluated
+                  unreachable: str | None = None,
+                  figures: Figures = STACK_FIGURES) -> dict[str, Any]:
+    """Every raw sample of the `counter_series` scraped in [start, end] (a range vector evaluated
     at `end`; one extra second of range, trimmed by the report, covers rounding). Once
     Prometheus did not answer (`unreachable`: why), the rest is not asked."""
     span_ms = math.ceil(max(0.0, end - start) * 1000) + 1000
     counters: dict[str, Any] = {}
-    for name, selector in COUNTER_SERIES.items():
-        query = f"{selector}[{span_ms}ms]"
+    for name, series in counter_series(figures).items():
+        query = f"{series}[{span_ms}ms]"
         entry: dict[str, Any] = {"query": query}
         if unreachable is not None:
             entry["error"] = f"not asked: {unreachable}"

@@ -79,7 +79,7 @@ class TopologyCollector(CachedHostCollector):
         self.sys_root = paths.sysfs
         self.proc_root = paths.procfs
         self.resolver = DeviceResolver(sys_root=paths.sysfs, dev_root=paths.devfs,
-                                       run_root=paths.udev_data, host_root=paths.rootfs)
+                                       udev_data=paths.udev_data, host_root=paths.rootfs)
         self.mon = mon or MonClient(conffile=ceph.conf, name=ceph.name, keyring=ceph.keyring,
                                     timeout=ceph.mon_timeout)
         self._addresses = addresses or (lambda: local_addresses(self.proc_root))

@@ -13,7 +13,7 @@ import pytest
 from cephscope.deploy.devcluster import DevCluster
 from cephscope.runner.benchmarks import BENCHMARKS
 from cephscope.runner.benchmarks.base import BenchContext, BenchResult, ClusterAccess, LiveSample
-from cephscope.runner.report import fetch_topology
+from cephscope.runner.report.build import fetch_topology
 
 
 def _ctx(cluster: DevCluster, pool: str, step_dir: Path, step_id: str,

@@ -15,9 +15,6 @@ import json
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +33,7 @@ from cephscope.dashboards.queries import (
 from cephscope.deploy import rootfs
 from cephscope.deploy.devcluster import DevCluster
 from cephscope.deploy.stack import Stack
+from cephscope.prometheus_api import PrometheusError
 from tests.live.conftest import free_port_base
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,15 +103,11 @@ def run_sweep(
 
 
 def prometheus_get(stack: Stack, path: str, params: dict[str, str] | list[tuple[str, str]]) -> Any:
-    url = f"{stack.prometheus_url}{path}?{urllib.parse.urlencode(params)}"
+    """`data` of a Prometheus API path ("/api/v1/query", ...); its error fails the test."""
     try:
-        with urllib.request.urlopen(url, timeout=30) as reply:
-            body = json.loads(reply.read())
-    except urllib.error.HTTPError as exc:
-        body = json.loads(exc.read() or b"{}")
-        raise AssertionError(f"{path} {params}: HTTP {exc.code}: {body.get('error')}") from exc
-    assert body.get("status") == "success", body
-    return body["data"]
+        return stack.prometheus.get(path.removeprefix("/api/v1/"), params)
+    except PrometheusError as exc:
+        raise AssertionError(f"{path} {params}: {exc}") from exc
 
 
 def label_values(stack: Stack, selector: str | None, label: str, start: float, end: float) -> list[str]:

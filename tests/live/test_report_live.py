@@ -5,7 +5,9 @@ client's min..max latency; every step's thread-group CPU per OSD equal (within 1
 test itself read from /proc/<pid>/task/*/stat over the same scrapes; the same run reported
 without Prometheus and with it (its stored metrics removed and pulled again) gives identical
 tables; report.html opened in Chromium (Selenium) at 1280 px fits the width, loads every image,
-keeps table rows short, and leaves a screenshot."""
+keeps table rows short, and leaves a screenshot; one step's CPU busy, disk await and OSD op
+latency in the report equal what the dashboard panels' own queries give in Prometheus over the
+same scrapes."""
 
 from __future__ import annotations
 
@@ -21,12 +23,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
-from cephscope.runner.report import build_content, load_rows, write_report
-from cephscope.runner.step_system import host_of, mode_window
+from cephscope import figures as fig
+from cephscope.dashboards import rule_names as names
+from cephscope.runner.report.build import build_content, load_rows, write_report
+from cephscope.runner.report.step_system import host_of, mode_window
 from cephscope.runner.window_rates import raw_points, window_rate
 from tests.live.proc_threads import ProcSampler
 from tests.report_browser import assert_reads_at
+
+REPO = Path(__file__).resolve().parents[2]
 
 # The OSD records op latency in buckets whose edges are 100 us * 2^k.
 OSD_LATENCY_QUANT_SECONDS = 100e-6
@@ -54,6 +61,12 @@ PROC_RESOLUTION_SECONDS = 2 / os.sysconf("SC_CLK_TCK")
 # thread groups busier than this (CPU s/s, per /proc) are compared; quieter ones are at the
 # exporter's 0.01 s resolution over a few seconds
 PROC_MIN_RATE = 0.03
+# Idle baseline: >= 2 scrape intervals + 2 s, so that every target's scrapes fall twice inside
+# it whatever their phase (at 8 s, node_exporter scraped just before the window's start had
+# one scrape inside it, and the idle table was empty: seen in two sessions in a row).
+IDLE_SECONDS = 12
+
+
 @pytest.fixture(scope="module")
 def sampled_run(devcluster, stack, tmp_path_factory) -> tuple[Path, ProcSampler]:
     """The sweep, with the OSDs' thread CPU read from /proc by the test all along."""
@@ -68,7 +81,7 @@ def sampled_run(devcluster, stack, tmp_path_factory) -> tuple[Path, ProcSampler]
             [sys.executable, "-m", "cephscope.cli", "sweep", str(spec), "--results-dir",
              str(results), "--devcluster", str(devcluster.state_dir), "--metrics-port",
              str(stack.runner_port), "--metrics-linger", "0", "--prometheus-url",
-             stack.prometheus_url, "--idle-baseline", "8"],
+             stack.prometheus_url, "--idle-baseline", str(IDLE_SECONDS)],
             capture_output=True, text=True, timeout=500, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     print(f"\nlive: 2x2 shard x thread report sweep in {time.monotonic() - started:.1f}s")
@@ -111,7 +124,7 @@ def test_osd_side_p99_within_client_latency(swept_run: Path) -> None:
         assert ts["hygiene_after"]["quiet_after"]["start"] >= ts["ended"]
     md = report.markdown_path.read_text()
     assert "| OSD p99 ms |" in md
-    # the idle baseline (8 s at run start) beside every step: the bench works the OSD's
+    # the idle baseline (IDLE_SECONDS at run start) beside every step: the bench works the OSD's
     # device harder than the idle cluster did. (Host CPU is not compared: on a shared CI
     # machine other work can keep it at 100 % in both windows.)
     assert content_idle(swept_run) is not None and "## System vs idle baseline" in md
@@ -191,3 +204,74 @@ def test_thread_group_cpu_per_step_matches_proc(sampled_run) -> None:
                     row.step.id, daemon, group, figure, truth, allowed)
                 compared += 1
     assert compared >= 4 * 3  # at least tp_osd_tp of every OSD in every step
+
+
+def panel_expr(dashboard: str, title: str, legend: str) -> str:
+    """The PromQL of one query of a committed dashboard panel."""
+    data = json.loads((REPO / "dashboards" / "json" / f"{dashboard}.json").read_text())
+    found = [t["expr"] for p in data["panels"] if p.get("title") == title
+             for t in p.get("targets", []) if t.get("legendFormat") == legend]
+    assert len(found) == 1, (dashboard, title, legend, found)
+    return found[0]
+
+
+def recorded_expr(record: str) -> str:
+    """The expression a recording rule of alerts/ records."""
+    for path in (REPO / "alerts").glob("*.rules.yml"):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                if rule.get("record") == record:
+                    return rule["expr"]
+    raise AssertionError(f"no recording rule {record}")
+
+
+def over_scrapes(expr: str, window: str) -> str:
+    """A panel's query as Grafana sends it with every variable on All, its rate window the
+    given span (the rules' window likewise)."""
+    expr = expr.replace("$__rate_interval", window).replace(f"[{fig.RULE_RATE_WINDOW}]",
+                                                            f"[{window}]")
+    expr = expr.replace('"$job"', f'"{fig.EXPORTER_JOB}"')
+    return re.sub(r'"\$\w+"', '".*"', expr)
+
+
+def test_report_figures_equal_the_dashboard_queries(swept_run: Path, stack) -> None:
+    """For one step: the report's host CPU busy, busiest OSD device await and OSD op latency
+    equal the dashboard panel's own query evaluated by Prometheus at the last scrape the
+    report used, with a range reaching back exactly to the first (rate() then has nothing to
+    extrapolate, so it is the same increase over the same seconds)."""
+    _run, rows = load_rows(swept_run)
+    row = next(r for r in rows if r.status == "done")
+    step_dir = swept_run / f"step-{row.step.id}"
+    window = mode_window(json.loads((step_dir / "result.json").read_text()), row.mode)
+    counters = json.loads((step_dir / "prometheus.json").read_text())["counters"]
+    figures = row.system
+    assert figures.source == "scrapes"
+
+    def evaluate(counter: str, expr: str, **labels: str) -> float:
+        spans = {(u.first, u.last) for s in counters[counter]["result"]
+                 if all(s["metric"].get(k) == v for k, v in labels.items())
+                 and (u := window_rate(raw_points(s), window)) is not None}
+        assert len(spans) == 1, (counter, spans)  # one target: its series share scrape stamps
+        first, last = spans.pop()
+        query = over_scrapes(expr, f"{round((last - first) * 1000)}ms")
+        found = [s for s in stack.query(query, at=last)
+                 if all(s["metric"].get(k) == v for k, v in labels.items())]
+        # OSDs sharing a device each carry its figure: one value either way
+        values = {s["value"][1] for s in found}
+        assert len(values) == 1, (query, found)
+        return float(values.pop())
+
+    cpu = evaluate("cpu_seconds", panel_expr("sweep-overview", "Host CPU busy", "{{instance}}"),
+                   instance=figures.cpu_instance or "")
+    disk = evaluate("disk_reads", recorded_expr(names.DEVICE_AWAIT),
+                    device=figures.disk_device or "")
+    osd = evaluate("osd_op_latency_count",
+                   panel_expr("sweep-overview", "OSD op latency avg (all OSDs)", "avg all ops"))
+    print(f"\nlive: step {row.step.short_params()} {row.mode}: CPU busy report "
+          f"{figures.cpu_busy_ratio} / panel {cpu}; disk await ({figures.disk_device}) "
+          f"{figures.disk_await_seconds} / {disk}; OSD op latency "
+          f"{figures.osd_op_latency_seconds} / {osd}")
+    assert figures.cpu_busy_ratio == pytest.approx(cpu, rel=1e-6)
+    assert figures.disk_await_seconds == pytest.approx(disk, rel=1e-6, abs=1e-12)
+    assert figures.osd_op_latency_seconds == pytest.approx(osd, rel=1e-6)
+    assert cpu > 0 and osd > 0

@@ -6,7 +6,6 @@ against `min_version: TLS13`."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import socket
 import ssl
@@ -18,7 +17,7 @@ from typing import Any
 import bcrypt
 import pytest
 
-from cephscope.deploy.stack import EXPORTER_JOB, Stack, http_get
+from cephscope.deploy.stack import EXPORTER_JOB, Stack
 from tests.unit.tls_pki import Pki, make_pki
 
 from .conftest import free_port_base
@@ -84,8 +83,8 @@ def test_prometheus_scrapes_through_tls_client_cert_and_basic_auth(devcluster, t
         f'count(cephscope_daemon_up{{job="{EXPORTER_JOB}",ceph_daemon=~"osd.*"}} == 1) == {osds}',
         timeout=30)
     assert stack.query(f'ceph_osd_op_w{{job="{EXPORTER_JOB}"}}')
-    targets = json.loads(http_get(f"{stack.prometheus_url}/api/v1/targets"))["data"]
-    (target,) = [t for t in targets["activeTargets"] if t["labels"]["job"] == EXPORTER_JOB]
+    (target,) = [t for t in stack.prometheus.active_targets()
+                 if t["labels"]["job"] == EXPORTER_JOB]
     assert target["scrapeUrl"] == f"{stack.exporter_url}/metrics"
     assert target["scrapeUrl"].startswith("https://127.0.0.1:")
     assert target["health"] == "up" and target["lastError"] == ""

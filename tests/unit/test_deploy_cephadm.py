@@ -107,12 +107,12 @@ def test_cephadm_builds_the_documented_container(cephadm: ModuleType) -> None:
     assert "--privileged" not in runtime
     # the exporter accepts what cephadm passes it, and every path it reads is mounted
     flags = build_parser().parse_args(entrypoint_args)
-    assert flags.listen_address == ":9967"  # the host's addresses: Prometheus runs elsewhere
+    assert flags.web_listen_address == ":9967"  # the host's addresses: Prometheus runs elsewhere
     destinations = [Path(dict(o.split("=", 1) for o in m.split(","))["destination"]) for m in mounts]
-    for path in (flags.asok_dir, flags.ceph_conf, flags.ceph_keyring, flags.path_rootfs,
+    for path in (flags.ceph_asok_dir, flags.ceph_conf, flags.ceph_keyring, flags.path_rootfs,
                  flags.path_sysfs):
         assert any(Path(path).is_relative_to(d) for d in destinations), path
-    assert flags.asok_dir == "/var/run/ceph" and flags.path_sysfs == "/host/sys"
+    assert flags.ceph_asok_dir == "/var/run/ceph" and flags.path_sysfs == "/host/sys"
 
 
 @pytest.mark.parametrize("change", [

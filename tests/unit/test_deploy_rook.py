@@ -85,11 +85,11 @@ def test_daemonset_reads_the_socket_dir_rook_mounts_with_the_exporters_flags() -
     assert mounts["/run/ceph"]["hostPath"]["path"] == "/var/lib/rook/exporter"
     assert all(m.get("readOnly") for m in container["volumeMounts"])
     flags = build_parser().parse_args(container["args"])
-    assert flags.asok_dir == "/run/ceph"
+    assert flags.ceph_asok_dir == "/run/ceph"
     for path in (flags.path_rootfs, flags.path_sysfs):
         assert any(Path(path).is_relative_to(m) for m in mounts if m != "/run/ceph"), path
     port = next(p for p in container["ports"] if p["name"] == "metrics")["containerPort"]
-    assert flags.listen_address == f":{port}"
+    assert flags.web_listen_address == f":{port}"
 
 
 def test_service_monitor_scrapes_the_exporter_job() -> None:

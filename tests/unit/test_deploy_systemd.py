@@ -56,6 +56,6 @@ def test_unit_runs_as_ceph_with_the_least_privilege_key() -> None:
     flags = build_parser().parse_args(argv[1:])
     assert flags.ceph_name == "client.cephscope-exporter"
     assert flags.ceph_keyring == "/etc/ceph/ceph.client.cephscope-exporter.keyring"
-    assert flags.listen_address == "127.0.0.1:9967"
+    assert flags.web_listen_address == "127.0.0.1:9967"
     for setting in ("User=ceph", "Group=ceph", "NoNewPrivileges=yes", "CapabilityBoundingSet=\n"):
         assert setting in text

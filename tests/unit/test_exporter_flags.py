@@ -9,13 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from cephscope.exporter.collectors import COLLECTORS, enabled_collectors
+from cephscope.exporter.collectors import COLLECTORS, enabled_collectors, settings_prefix
 from cephscope.exporter.collectors.opqueue import OpQueueCollector
 from cephscope.exporter.collectors.perf import PerfCollector
 from cephscope.exporter.collectors.threads import ThreadsCollector
 from cephscope.exporter.collectors.topology import TopologyCollector
-from cephscope.exporter.main import build_parser
-from cephscope.exporter.settings import CephSettings, PathSettings
+from cephscope.exporter.main import build_parser, exporter_flags
+from cephscope.exporter.settings import (
+    AsokSettings,
+    CephSettings,
+    LogSettings,
+    PathSettings,
+    ScrapeFlags,
+    WebSettings,
+    flag_name,
+)
 
 COLLECTORS_DIR = Path(__file__).resolve().parents[2] / "exporter" / "collectors"
 
@@ -70,11 +78,11 @@ def test_new_and_old_flag_names() -> None:
     aliased = enabled("--collector.threads.proc-root", "/old/proc")["threads"]
     assert isinstance(aliased, ThreadsCollector) and aliased.proc_root == "/old/proc"
 
-    topology = enabled("--path.procfs", "/host/proc", "--path.udev.data", "/host/run",
+    topology = enabled("--path.procfs", "/host/proc", "--path.udev.data", "/host/run/udev/data",
                        "--ceph.conf", "/x/ceph.conf", "--ceph.mon-timeout", "1.5")["topology"]
     assert isinstance(topology, TopologyCollector)
     # one procfs flag serves every collector that reads /proc
-    assert topology.proc_root == "/host/proc" and topology.resolver.run_root == "/host/run"
+    assert topology.proc_root == "/host/proc" and topology.resolver.udev_data == "/host/run/udev/data"
     assert (topology.mon.conffile, topology.mon.timeout) == ("/x/ceph.conf", 1.5)
 
 
@@ -95,3 +103,31 @@ def test_bad_flag_values_are_refused_by_the_parser(capsys: pytest.CaptureFixture
 def test_settings_are_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         PathSettings().procfs = "/elsewhere"  # type: ignore[misc]
+
+
+def test_every_value_flag_is_a_settings_option() -> None:
+    """Every flag that takes a value is a field made with option() (the collectors'
+    on/off switches and --collector.disable-defaults are the registry's)."""
+    parser = build_parser()
+    from_options = {flag_name(prefix, f) for prefix, settings in (
+        ("web", WebSettings), ("ceph", AsokSettings), ("scrape", ScrapeFlags),
+        ("log", LogSettings), ("path", PathSettings), ("ceph", CephSettings),
+        *((settings_prefix(c), c.settings_type) for c in COLLECTORS))
+        for f in dataclasses.fields(settings)}
+    takes_value = {opt for action in parser._actions if action.nargs != 0
+                   and action.help != "==SUPPRESS=="
+                   for opt in action.option_strings}
+    assert takes_value == from_options
+    parsed = exporter_flags(parser.parse_args(["--web.config.file", "/x.yml", "--log.level",
+                                               "warn", "--ceph.daemon-types", "osd"]))
+    assert (parsed.web.config_file, parsed.log.level, parsed.asok.daemon_types) == (
+        "/x.yml", "warn", "osd")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--log.level", "loud"])
+
+
+def test_udev_data_is_the_database_directory_as_node_exporters() -> None:
+    assert PathSettings().udev_data == "/run/udev/data"
+    topology = enabled("--path.udev.data", "/host/run/udev/data")["topology"]
+    assert isinstance(topology, TopologyCollector)
+    assert topology.resolver.udev_data == "/host/run/udev/data"

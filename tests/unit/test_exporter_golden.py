@@ -50,7 +50,7 @@ def scrape_everything(run: Path, host1: Path) -> str:
     collectors = [c for c in enabled_collectors(args) if c.name != "topology"]
     # Topology reads the fixture host's sysfs/udev/dev and a mon answering from captures.
     paths = PathSettings(sysfs=str(host1 / "sys"), devfs=str(host1 / "dev"),
-                         udev_data=str(host1 / "run"), procfs=str(host1 / "proc"),
+                         udev_data=str(host1 / "run" / "udev" / "data"), procfs=str(host1 / "proc"),
                          rootfs=str(host1 / "host"))
     mon = FakeMon(edited_metadata(host1))  # OSDs on the fixture host's NVMe, SAS and SATA disks
     collectors.append(TopologyCollector(TopologySettings(nodename="host1"),

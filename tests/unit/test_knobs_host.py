@@ -59,7 +59,7 @@ def knobs(root: Path, sysctl_on: Mapping[str, str] | None = None) -> HostKnobs:
          "bluestore_bdev_access_mode": "blk", "devices": "sdb"},
     ]
     resolver = DeviceResolver(sys_root=str(root / "sys"), dev_root=str(root / "dev"),
-                              run_root=str(root / "run"), host_root=str(root / "host"))
+                              udev_data=str(root / "run" / "udev" / "data"), host_root=str(root / "host"))
     return HostKnobs(Mon(metadata), lambda host: RootedHost(root),  # type: ignore[arg-type]
                      sysctl_on, resolver)
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from cephscope.runner import compare_cli, report_cli, stats
-from cephscope.runner.report import (
+from cephscope.runner.report import compare
+from cephscope.runner.report.build import (
     OsdTopology,
     Row,
     SystemFigures,
@@ -200,7 +201,7 @@ def test_compare_one_iteration_per_side_cannot_tell(capsys: pytest.CaptureFixtur
     iops_ratios = {s: b[s]["results"][0]["iops"] / a[s]["results"][0]["iops"] for s in a}
     lat_ratios = {s: b[s]["results"][0]["latency_avg_seconds"]
                   / a[s]["results"][0]["latency_avg_seconds"] for s in a}
-    comparisons, only_a, only_b = compare_cli.compare_runs(RUNS / "demo-a", RUNS / "demo-b", 0.0)
+    comparisons, only_a, only_b = compare.compare_runs(RUNS / "demo-a", RUNS / "demo-b", 0.0)
     assert not only_a and not only_b
     ratios = sorted(f.ratio for c in comparisons for f in c.figures if f.figure == "iops")
     assert ratios == pytest.approx(sorted(iops_ratios.values()))
@@ -237,7 +238,7 @@ def _scaled_copy(tmp_path: Path, factor: float) -> Path:
 def test_compare_welch_across_iterations(tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     slower = _scaled_copy(tmp_path, 0.3)
-    comparisons, _a, _b = compare_cli.compare_runs(RUNS / "iterations", slower, 10.0, 0.05)
+    comparisons, _a, _b = compare.compare_runs(RUNS / "iterations", slower, 10.0, 0.05)
     assert len(comparisons) == 8  # 4 parameter sets x 2 modes, 3 iterations each
     iops_a: dict[tuple[str, str], list[float]] = {}
     for path in sorted((RUNS / "iterations").glob("step-*/result.json")):
@@ -265,7 +266,7 @@ def test_compare_welch_across_iterations(tmp_path: Path,
     data = json.loads(out)
     assert data["alpha"] == 0.05 and len(data["comparisons"]) == 8
     # a stricter alpha turns the marginal ones into "not significant"
-    strict = [f.verdict for c in compare_cli.compare_runs(RUNS / "iterations", slower, 10.0,
+    strict = [f.verdict for c in compare.compare_runs(RUNS / "iterations", slower, 10.0,
                                                           1e-9)[0]
               for f in c.figures if f.figure == "iops"]
     assert "regression" not in strict
@@ -309,7 +310,7 @@ def test_system_figures_use_each_modes_window() -> None:
 def test_idle_baseline_is_shown_beside_each_step(tmp_path: Path) -> None:
     """The idle baseline window's figures (a captured window of the same cluster stands in for
     it: demo-b's first step) beside each step's, for the same host / device."""
-    from cephscope.runner.report import IDLE_NOTE, build_content, load_idle_baseline
+    from cephscope.runner.report.build import IDLE_NOTE, build_content, load_idle_baseline
     from cephscope.runner.results import IDLE_BASELINE_FILE
 
     run_dir = _copy("demo-a", tmp_path)
@@ -344,7 +345,7 @@ def test_idle_baseline_is_shown_beside_each_step(tmp_path: Path) -> None:
 
 
 def test_idle_baseline_without_its_metrics_adds_nothing(tmp_path: Path) -> None:
-    from cephscope.runner.report import build_content
+    from cephscope.runner.report.build import build_content
 
     run_dir = _copy("demo-a", tmp_path)
     RunDir(run_dir).update_state(idle_baseline={"start": 1.0, "end": 31.0})
@@ -352,7 +353,7 @@ def test_idle_baseline_without_its_metrics_adds_nothing(tmp_path: Path) -> None:
 
 
 def test_swept_values_are_the_x_ticks() -> None:
-    from cephscope.runner.report_plots import _pyplot, axis_title, place_axis
+    from cephscope.runner.report.plots import _pyplot, axis_title, place_axis
 
     plt = _pyplot()
     fig, (log2, categories) = plt.subplots(1, 2)

@@ -11,7 +11,7 @@ import json
 import shutil
 from pathlib import Path
 
-from cephscope.runner.report import write_report
+from cephscope.runner.report.build import write_report
 from tests.report_browser import assert_reads_at
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from cephscope.runner.report import likely_bottleneck, load_rows, write_report
-from cephscope.runner.step_system import mode_window
+from cephscope.runner.report.build import likely_bottleneck, load_rows, write_report
+from cephscope.runner.report.step_system import mode_window
 
 RUN = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "multihost"
 HOSTS = ["host1", "host2", "host3"]

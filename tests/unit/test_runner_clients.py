@@ -208,7 +208,7 @@ def test_sweep_from_spec_file_with_command_restart_method(tmp_path: Path) -> Non
 
 
 def test_report_and_summary_have_a_row_per_client(tmp_path: Path) -> None:
-    from cephscope.runner.report import client_table
+    from cephscope.runner.report.build import client_table
     from cephscope.runner.results import RunDir
     from cephscope.runner.steps import Step
 

@@ -16,7 +16,7 @@ from cephscope.runner import compare_cli
 from cephscope.runner.benchmarks.base import BenchContext, BenchResult
 from cephscope.runner.cephclient import CephTarget
 from cephscope.runner.knobs.ceph_config import ConfigManager
-from cephscope.runner.report import write_report
+from cephscope.runner.report.build import write_report
 from cephscope.runner.restart import RestartJournal
 from cephscope.runner.results import RunDir
 from cephscope.runner.spec import Spec, SpecError, load_spec

@@ -43,6 +43,19 @@ def test_parts_import_one_way(part, forbidden):
     assert {f: m for f, m in bad.items() if m} == {}
 
 
+def test_no_library_module_imports_a_command_line_module():
+    bad = {f: sorted(m for m in mods if m.endswith("_cli"))
+           for f, mods in imported_modules(ROOT / "runner").items() if not f.endswith("_cli.py")}
+    assert {f: m for f, m in bad.items() if m} == {}
+
+
+def test_shared_low_modules_import_no_part():
+    """figures and the Prometheus client serve runner, deploy, dashboards and tests alike."""
+    mods = imported_modules(ROOT / "cephscope")
+    for low in ("cephscope/figures.py", "cephscope/prometheus_api.py"):
+        assert mods[low] == set(), (low, mods[low])
+
+
 def test_spec_and_steps_do_not_import_each_other():
     mods = imported_modules(ROOT / "runner")
     assert "cephscope.runner.steps" not in mods["runner/spec.py"]

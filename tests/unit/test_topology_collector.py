@@ -105,7 +105,7 @@ def addresses() -> list[InterfaceAddress]:
 
 def make_collector(root: Path, mon: MonClient, refresh: float = 60.0) -> TopologyCollector:
     paths = PathSettings(sysfs=str(root / "sys"), devfs=str(root / "dev"),
-                         udev_data=str(root / "run"), procfs=str(root / "proc"),
+                         udev_data=str(root / "run" / "udev" / "data"), procfs=str(root / "proc"),
                          rootfs=str(root / "host"))
     return TopologyCollector(TopologySettings(refresh_interval=refresh, nodename="vm"),
                              HostSettings(paths=paths), mon=mon, addresses=addresses)

@@ -31,7 +31,7 @@ def resolver(root: Path, *, udev: bool = True, host_root: str | None = None) -> 
     return DeviceResolver(
         sys_root=str(root / "sys"),
         dev_root=str(root / "dev"),
-        run_root=str(root / "run") if udev else str(root / "no-udev"),
+        udev_data=str(root / "run" / "udev" / "data") if udev else str(root / "no-udev"),
         host_root=str(root / "host") if host_root is None else host_root,
     )
 

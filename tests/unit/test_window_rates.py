@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cephscope.runner.step_system import summarize_system
+from cephscope.runner.report.step_system import summarize_system
 from cephscope.runner.window_rates import window_rate
 
 
@@ -79,7 +79,7 @@ def test_window_under_two_scrapes_is_flagged_not_filled() -> None:
 
 
 def test_report_shows_the_scrapes_and_flags_short_windows() -> None:
-    from cephscope.runner.report import Row, bottleneck, window_text
+    from cephscope.runner.report.build import Row, bottleneck, window_text
     from cephscope.runner.steps import Step
 
     step = Step("abc123", "radosbench", 0, {"op_size": 4096}, None, {}, {"radosbench.op_size": 4096})
@@ -94,7 +94,7 @@ def test_report_shows_the_scrapes_and_flags_short_windows() -> None:
 
 
 def test_a_target_with_one_scrape_inside_leaves_its_figures_empty_and_says_so() -> None:
-    from cephscope.runner.report import Row, bottleneck, window_text
+    from cephscope.runner.report.build import Row, bottleneck, window_text
     from cephscope.runner.steps import Step
 
     # the exporter scraped at 5, 10 (two inside 4..11); node_exporter at 2, 7, 12 (one inside)

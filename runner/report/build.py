@@ -15,14 +15,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cephscope.prometheus_api import PrometheusAPI, PrometheusError
 from cephscope.runner.baseline import pre_sweep_values
 from cephscope.runner.benchmarks import BENCHMARKS
 from cephscope.runner.clients import per_client_rows
 from cephscope.runner.recovery import phase_key
-from cephscope.runner.report_hosts import Table, blamed_place, device_table, nic_table
-from cephscope.runner.report_hosts import client_table as step_client_table
-from cephscope.runner.report_plots import plot_axes, plot_cores, plot_heatmaps, plot_thread_groups
-from cephscope.runner.report_releases import report_sections as release_sections
+from cephscope.runner.report.hosts import Table, blamed_place, device_table, nic_table
+from cephscope.runner.report.hosts import client_table as step_client_table
+from cephscope.runner.report.plots import plot_axes, plot_cores, plot_heatmaps, plot_thread_groups
+from cephscope.runner.report.releases import report_sections as release_sections
+from cephscope.runner.report.step_system import (
+    OsdTopology,
+    SystemFigures,
+    mode_window,
+    read_stored,
+    summarize_system,
+    topology_from_series,
+)
 from cephscope.runner.results import (
     IDLE_BASELINE_FILE,
     RunDir,
@@ -31,14 +40,6 @@ from cephscope.runner.results import (
 )
 from cephscope.runner.search.analysis import report_lines
 from cephscope.runner.stats import summarize
-from cephscope.runner.step_system import (
-    OsdTopology,
-    SystemFigures,
-    mode_window,
-    read_stored,
-    summarize_system,
-    topology_from_series,
-)
 from cephscope.runner.steps import Step, axis_labels, format_value
 from cephscope.runner.system_metrics import AUTO_RATE_WINDOW, MIN_WINDOW_SCRAPES
 
@@ -109,15 +110,12 @@ class Row:
 
 def fetch_topology(prometheus_url: str, timeout_seconds: float = 10.0) -> OsdTopology:
     """The OSDs' devices and interfaces as Prometheus knows them now (empty when unknown)."""
-    import requests
-
+    api = PrometheusAPI(prometheus_url, timeout_seconds)
     found: dict[str, list[Mapping[str, Any]]] = {}
     for metric in ("cephscope_osd_device_info", "cephscope_osd_network_info"):
         try:
-            body = requests.get(f"{prometheus_url.rstrip('/')}/api/v1/query",
-                                params={"query": metric}, timeout=timeout_seconds).json()
-            found[metric] = body.get("data", {}).get("result", []) or []
-        except (requests.RequestException, ValueError, AttributeError):
+            found[metric] = api.query(metric) or []
+        except (PrometheusError, KeyError, TypeError):
             found[metric] = []
     return topology_from_series(found["cephscope_osd_device_info"],
                                 found["cephscope_osd_network_info"])
@@ -331,7 +329,7 @@ def system_tables(row: Row) -> list[Table]:
             modes = s.cpu_modes.get(host, {})
             cores = {c: v for (h, c), v in s.cores.items() if h == host}
             busiest = max(cores.items(), key=lambda kv: kv[1], default=None)
-            body.append([host, _fmt(sum(modes.values()) if modes else None, 100),
+            body.append([host, _fmt(s.host_busy_ratio(host), 100),
                          _fmt(modes.get("user"), 100), _fmt(modes.get("system"), 100),
                          _fmt(modes.get("iowait"), 100),
                          _fmt(sum(cores.values()) if cores else None, digits=2),
@@ -621,8 +619,8 @@ def idle_baseline_table(rows: Sequence[Row], idle: SystemFigures
     """Per (step, mode): CPU busy, the busiest OSD device's util and IOPS, the busiest NIC's
     traffic, each beside the idle window's figure for the same host / device."""
     def host_cpu(s: SystemFigures, host: str | None) -> float | None:
-        modes = s.cpu_modes.get(host or "")
-        return sum(modes.values()) if modes else s.cpu_busy_ratio
+        busy = s.host_busy_ratio(host or "")
+        return busy if busy is not None else s.cpu_busy_ratio
 
     idle_devices = {(d.host, d.device): d for d in idle.devices}
     idle_nics = {(n.host, n.device): n for n in idle.nics}

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cephscope.runner import stats
-from cephscope.runner.report import (
+from cephscope.runner.report.build import (
     Row,
     SystemFigures,
     likely_bottleneck,
@@ -25,14 +25,14 @@ from cephscope.runner.report import (
     system_tables,
     write_report,
 )
-from cephscope.runner.report_plots import heatmap_cells
-from cephscope.runner.results import RunDir
-from cephscope.runner.step_system import (
+from cephscope.runner.report.plots import heatmap_cells
+from cephscope.runner.report.step_system import (
     counter_increase,
     histogram_quantile,
     mode_window,
     ops_of_mode,
 )
+from cephscope.runner.results import RunDir
 from cephscope.runner.steps import Step
 
 RUN = Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "iterations"

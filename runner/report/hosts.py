@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from cephscope.runner.step_system import SystemFigures
+from cephscope.runner.report.step_system import SystemFigures
 
 Table = tuple[str, list[str], list[list[str]]]  # title, header, body
 Fmt = Callable[..., str]

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cephscope.figures import cpu_is_busy
 from cephscope.runner.window_rates import SeriesRate, raw_points, series_rates
 
 # Percentiles taken from the OSD latency histograms (labels as in fio's: "50", "99", "99.9").
@@ -149,7 +150,7 @@ class SystemFigures:
     osd_devices_only: bool = False
     # host -> CPU mode ("user", "system", "iowait", ...) -> fraction of all its CPUs
     cpu_modes: dict[str, dict[str, float]] = field(default_factory=dict)
-    # (host, cpu) -> busy fraction of that one CPU (user+system+irq+..., not iowait)
+    # (host, cpu) -> busy fraction of that one CPU (user+system+irq+..., not iowait or steal)
     cores: dict[tuple[str, str], float] = field(default_factory=dict)
     devices: list[DeviceFigures] = field(default_factory=list)
     nics: list[NicFigures] = field(default_factory=list)
@@ -191,6 +192,11 @@ class SystemFigures:
     def busy_cores(self) -> float | None:
         """CPU cores' worth of work on all hosts together."""
         return sum(self.cores.values()) if self.cores else None
+
+    def host_busy_ratio(self, host: str) -> float | None:
+        """A host's CPU busy fraction from its modes (iowait and steal are not busy)."""
+        modes = self.cpu_modes.get(host)
+        return sum(v for m, v in modes.items() if cpu_is_busy(m)) if modes else None
 
     def thread_group_totals(self) -> dict[str, float]:
         """thread group -> CPU seconds per second, summed over OSDs and hosts."""
@@ -460,9 +466,9 @@ def _apply_counters(figures: SystemFigures, counters: Mapping[str, Any], window:
         value = r.rate.per_second
         modes = figures.cpu_modes.setdefault(host, {})
         modes[mode] = modes.get(mode, 0.0) + value / len(ncpus[host])
-        if mode != "iowait":  # waiting, not work
+        if cpu_is_busy(mode):  # iowait and steal are not work (cephscope.figures)
             figures.cores[(host, cpu)] = figures.cores.get((host, cpu), 0.0) + value
-    busy = {host: sum(modes.values()) for host, modes in figures.cpu_modes.items()}
+    busy = {host: figures.host_busy_ratio(host) or 0.0 for host in figures.cpu_modes}
     if busy:
         figures.cpu_instance, figures.cpu_busy_ratio = max(busy.items(), key=lambda kv: kv[1])
 
@@ -491,10 +497,15 @@ def _apply_counters(figures: SystemFigures, counters: Mapping[str, Any], window:
         iops = sum(r.per_second for r in ops) if ops else None
         waited = [found[key].rate.increase for found in (rtime, wtime) if key in found]
         completed = sum(r.increase for r in ops)
-        await_seconds = sum(waited) / completed if waited and completed > 0 else None
+        # cephscope.figures' await: no I/O completed is 0 (nothing waited), as in the rules
+        await_seconds = None
+        if waited and ops:
+            await_seconds = sum(waited) / completed if completed > 0 else 0.0
+        busy = per_second(util, key)
         figures.devices.append(DeviceFigures(key[0], key[1], iops, await_seconds,
-                                             per_second(util, key), per_second(rbytes, key),
-                                             per_second(wbytes, key), topology.osds_of(*key)))
+                                             None if busy is None else min(busy, 1.0),
+                                             per_second(rbytes, key), per_second(wbytes, key),
+                                             topology.osds_of(*key)))
     _note_busiest_disk(figures)
 
     rx, tx = by_device("nic_receive_bytes", nic=True), by_device("nic_transmit_bytes", nic=True)

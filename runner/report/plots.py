@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from cephscope.runner.steps import axis_labels, format_value
 
 if TYPE_CHECKING:
-    from cephscope.runner.report import Row
+    from cephscope.runner.report.build import Row
 
 
 def _pyplot() -> Any:

@@ -19,7 +19,7 @@ from cephscope.runner.results import RunDir
 from cephscope.runner.steps import RELEASE_AXIS, Step
 
 if TYPE_CHECKING:
-    from cephscope.runner.report import Row
+    from cephscope.runner.report.build import Row
 
 
 def without_release(step: Step) -> Step:
@@ -83,7 +83,7 @@ def release_table(run_dir: Path, rows: Sequence[Row]) -> tuple[list[str], list[l
 
 def plot_releases(run_dir: Path, rows: Sequence[Row], out_dir: Path) -> list[Path]:
     """One bar chart: IOPS of every step (params, mode) on each release."""
-    from cephscope.runner.report_plots import _pyplot, _save
+    from cephscope.runner.report.plots import _pyplot, _save
 
     releases = list(dict.fromkeys(r.step.release for r in rows if r.step.release))
     groups = _iops_by_release(rows)
@@ -111,7 +111,7 @@ def release_samples(run_dir: Path) -> tuple[list[str], dict[str, tuple[
         dict[tuple[str, str], dict[str, list[float]]], dict[str, str]]]]:
     """The run's releases (spec order) and, per release, `compare`'s samples and labels with
     steps keyed without their release, so the same step matches across releases."""
-    from cephscope.runner.compare_cli import add_samples
+    from cephscope.runner.report.compare import add_samples
 
     rd = RunDir(Path(run_dir))
     per_release: dict[str, tuple[dict[tuple[str, str], dict[str, list[float]]],

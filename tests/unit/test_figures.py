@@ -1,0 +1,162 @@
+"""The shared figures (cephscope.figures): the report computes from raw counters exactly what
+the figure's PromQL computes in Prometheus (promtool evaluates it on the same samples), and the
+report's queries, the rules, the dashboards and both stacks' scrape configs use the one
+definition and the one set of job names."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cephscope import figures as fig
+from cephscope.dashboards import rule_names as names
+from cephscope.dashboards.config import DEFAULT_CONFIG
+from cephscope.dashboards.rules import device_rules, recording_rules
+from cephscope.deploy.stack import Stack
+from cephscope.runner.report.step_system import summarize_system
+from cephscope.runner.system_metrics import counter_series, render_queries
+
+REPO = Path(__file__).resolve().parents[2]
+INTERVAL = 5
+SCRAPES = 13  # 0 s .. 60 s
+WINDOW = (0.0, float(INTERVAL * (SCRAPES - 1)))
+INSTANCE = "host1:9100"
+
+# (counter name in counter_series, labels, increase per scrape): per CPU 5 s per 5 s, of which
+# iowait and steal are not busy (node-mixin): busy is (2.5 + 1.25) / 5 = 0.75 on both CPUs
+CPU = [("cpu_seconds", {"cpu": c, "mode": m}, inc) for c in ("0", "1")
+       for m, inc in (("user", 2.5), ("system", 1.25), ("iowait", 0.5), ("steal", 0.25),
+                      ("idle", 0.5))]
+# sda works; sdb completes nothing in the window: its await is 0, not NaN
+DISK = [
+    ("disk_reads", {"device": "sda"}, 40), ("disk_writes", {"device": "sda"}, 60),
+    ("disk_read_time_seconds", {"device": "sda"}, 0.1), ("disk_write_time_seconds", {"device": "sda"}, 0.5),
+    ("disk_io_time_seconds", {"device": "sda"}, 2.5),
+    ("disk_reads", {"device": "sdb"}, 0), ("disk_writes", {"device": "sdb"}, 0),
+    ("disk_read_time_seconds", {"device": "sdb"}, 0), ("disk_write_time_seconds", {"device": "sdb"}, 0),
+    ("disk_io_time_seconds", {"device": "sdb"}, 0),
+]
+OSD = [("osd_op_latency_sum", {"ceph_daemon": "osd.0"}, 0.5),
+       ("osd_op_latency_count", {"ceph_daemon": "osd.0"}, 100),
+       ("osd_op_latency_sum", {"ceph_daemon": "osd.1"}, 1.5),
+       ("osd_op_latency_count", {"ceph_daemon": "osd.1"}, 100)]
+EXPORTER_INSTANCE = "host1:9967"
+
+
+def _labels(kind: str, extra: dict[str, str]) -> dict[str, str]:
+    if kind.startswith("osd_"):
+        return {"job": fig.EXPORTER_JOB, "instance": EXPORTER_INSTANCE, **extra}
+    return {"job": fig.NODE_JOB, "instance": INSTANCE, **extra}
+
+
+def _stored(samples: list[tuple[str, dict[str, str], float]]) -> dict[str, Any]:
+    """A step's prometheus.json holding the raw scrapes of these counters."""
+    counters: dict[str, Any] = {name: {"result": []} for name in counter_series()}
+    for kind, extra, inc in samples:
+        values = [[float(i * INTERVAL), repr(i * inc)] for i in range(SCRAPES)]
+        counters[kind]["result"].append({"metric": _labels(kind, extra), "values": values})
+    return {"start": WINDOW[0], "end": WINDOW[1], "queries": {}, "counters": counters}
+
+
+def _series(samples: list[tuple[str, dict[str, str], float]]) -> list[dict[str, str]]:
+    """The same scrapes as promtool input series."""
+    out = []
+    for kind, extra, inc in samples:
+        metric = counter_series()[kind].split("{")[0]
+        labels = ", ".join(f'{k}="{v}"' for k, v in _labels(kind, extra).items())
+        out.append({"series": f"{metric}{{{labels}}}", "values": f"0+{inc!r}x{SCRAPES - 1}"})
+    return out
+
+
+def _promtool_agrees(tmp_path: Path, series: list[dict[str, str]], expr: str,
+                     expected: list[tuple[str, float]]) -> None:
+    """promtool evaluates `expr` at the window's end over exactly the window's scrapes (a
+    range as long as the window starts at its first scrape: no extrapolation) and must find
+    `expected` ((labels, value) pairs)."""
+    assert shutil.which("promtool"), "promtool missing (prometheus package)"
+    test = {
+        "rule_files": [],
+        "evaluation_interval": f"{INTERVAL}s",
+        "tests": [{
+            "interval": f"{INTERVAL}s",
+            "input_series": series,
+            "promql_expr_test": [{
+                "expr": expr,
+                "eval_time": f"{int(WINDOW[1])}s",
+                "exp_samples": [{"labels": labels, "value": value} for labels, value in expected],
+            }],
+        }],
+    }
+    path = tmp_path / "figure.test.yml"
+    path.write_text(yaml.safe_dump(test))
+    proc = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+WINDOW_FIGURES = fig.STACK_FIGURES.with_window(f"{int(WINDOW[1] - WINDOW[0])}s")
+
+
+def test_cpu_busy_leaves_out_iowait_and_steal_in_report_and_promql(tmp_path: Path) -> None:
+    figures = summarize_system(_stored(CPU), window=WINDOW)
+    assert figures.cpu_busy_ratio == pytest.approx(0.75)
+    assert figures.cpu_modes[INSTANCE]["iowait"] == pytest.approx(0.1)  # still shown by mode
+    assert figures.cores[(INSTANCE, "0")] == pytest.approx(3.75 / 5)
+    _promtool_agrees(tmp_path, _series(CPU), WINDOW_FIGURES.cpu_busy_ratio(("instance",)),
+                     [(f'{{instance="{INSTANCE}"}}', figures.cpu_busy_ratio)])
+
+
+def test_disk_await_has_the_same_zero_guard_in_report_and_promql(tmp_path: Path) -> None:
+    figures = summarize_system(_stored(DISK), window=WINDOW)
+    awaits = {d.device: d.await_seconds for d in figures.devices}
+    assert awaits == {"sda": pytest.approx(0.6 / 100), "sdb": 0.0}
+    assert figures.disk_device == "sda" and figures.disk_util_ratio == pytest.approx(0.5)
+    labels = f'job="{fig.NODE_JOB}", instance="{INSTANCE}"'
+    _promtool_agrees(tmp_path, _series(DISK), WINDOW_FIGURES.disk_await_seconds(),
+                     [(f'{{{labels}, device="sda"}}', awaits["sda"]),
+                      (f'{{{labels}, device="sdb"}}', 0.0)])
+
+
+def test_osd_op_latency_is_all_ops_over_all_osds_in_report_and_promql(tmp_path: Path) -> None:
+    figures = summarize_system(_stored(OSD), window=WINDOW)
+    assert figures.osd_op_latency_seconds == pytest.approx(2.0 / 200)
+    _promtool_agrees(tmp_path, _series(OSD), WINDOW_FIGURES.osd_op_latency_seconds(),
+                     [("{}", figures.osd_op_latency_seconds)])
+
+
+def test_report_rules_and_dashboards_share_the_figures() -> None:
+    report = render_queries("30s")
+    stack = fig.STACK_FIGURES
+    assert report["cpu_busy_ratio"] == stack.cpu_busy_ratio(("instance", "host"))
+    assert report["disk_await_seconds"] == stack.disk_await_seconds()
+    rules = {r["record"]: r["expr"] for g in recording_rules(DEFAULT_CONFIG)["groups"]
+             for r in g["rules"]}
+    assert stack.cpu_busy_ratio(()) in rules[names.STEP_NODE_CPU_BUSY]
+    assert stack.osd_op_latency_seconds() in rules[names.STEP_OSD_OP_LATENCY_AVG]
+    devices = {r["record"]: r["expr"] for g in device_rules(DEFAULT_CONFIG)["groups"]
+               for r in g["rules"]}
+    assert stack.disk_await_seconds() in devices[names.DEVICE_AWAIT]
+    overview = json.loads((REPO / "dashboards" / "json" / "sweep-overview.json").read_text())
+    exprs = {t["expr"] for p in overview["panels"] for t in p.get("targets", [])}
+    panel = stack.with_window(fig.DASHBOARD_RATE_WINDOW)
+    assert panel.cpu_busy_ratio(("instance",)) in exprs
+    # every query of the report carries its target's job selector
+    assert all(f'job="{fig.NODE_JOB}"' in q or f'job="{fig.EXPORTER_JOB}"' in q
+               for q in report.values())
+
+
+def test_both_stacks_scrape_the_figures_jobs_at_their_interval(tmp_path: Path) -> None:
+    jobs = {fig.EXPORTER_JOB, fig.NODE_JOB, fig.RUNNER_JOB}
+    local = Stack(tmp_path / "s", port_base=23000, asok_dir=tmp_path).prometheus_config()
+    compose = yaml.safe_load((REPO / "deploy" / "docker" / "prometheus.yml").read_text())
+    for config in (local, compose):
+        assert jobs <= {j["job_name"] for j in config["scrape_configs"]}
+        assert config["global"]["scrape_interval"] == f"{fig.SCRAPE_INTERVAL_SECONDS}s"
+    assert DEFAULT_CONFIG.node_job_selector == fig.job_matcher(fig.NODE_JOB)
+    assert DEFAULT_CONFIG.rate_window == fig.RULE_RATE_WINDOW
