@@ -26,11 +26,12 @@ exporter-container: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 
-# Two workers, each live module whole on one (most of a live test is waiting on the cluster);
-# then the `serial` tests, which compare latencies across runs, alone.
+# Two workers, each test module whole on one, in the order tests/live/conftest.py gives (most
+# of a live test is waiting on the cluster); then the `serial` tests, which compare latencies
+# across runs, alone.
 test: setup
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -p no:cacheprovider -ra --durations=25 -n 2 --dist loadgroup -m "not serial" tests
+	$(PY) -m pytest -p no:cacheprovider -ra --durations=25 -n 2 --dist loadfile --no-loadscope-reorder -m "not serial" tests
 	$(PY) -m pytest -p no:cacheprovider -ra --durations=10 -m serial tests
 
 test-unit: setup

@@ -29,34 +29,21 @@ from cephscope.deploy.procs import port_is_free
 from cephscope.deploy.stack import Stack
 
 # The slowest modules, slowest first (pytest --durations on 2 cores): `make test` runs the
-# live modules on two xdist workers, each module whole on one worker (its module fixtures
-# made once), handed out in collection order; starting with the longest keeps the two
-# workers' ends close. Only the order depends on this list.
+# tests on two xdist workers with `--dist loadfile --no-loadscope-reorder`, each module whole
+# on one worker (its module fixtures made once), handed out in collection order; starting
+# with the longest keeps the two workers' ends close. Only the order depends on this list.
 SLOWEST_FIRST = (
     "test_fault_loop_live", "test_report_live", "test_dashboards_live", "test_sweep_live",
-    # the multi-host modules share one cluster, which test_multihost_live's last test takes down
-    "test_multihost_knobs_live", "test_multihost_live", "test_search_live", "test_study_examples_live",
-    "test_lost_cluster_live", "test_releases_live", "test_recovery_live", "test_crash_live",
-    "test_release_sweep_live", "test_fresh_install_live",
+    # the multi-host modules share a session cluster on one worker, and test_multihost_live's
+    # last test takes it down: the knobs module goes first
+    "test_multihost_knobs_live", "test_multihost_live", "test_search_live",
+    "test_study_examples_live", "test_lost_cluster_live", "test_releases_live",
+    "test_recovery_live", "test_crash_live", "test_release_sweep_live", "test_fresh_install_live",
 )
-# Fixtures that several modules share through the session: those modules go to one worker.
-SHARED_SESSION_GROUPS = {"multihost": "multihost"}
-
-
-def xdist_group(item: pytest.Item) -> str:
-    """The worker group of a live test: its module's name, or the session fixture it shares."""
-    for fixture, group in SHARED_SESSION_GROUPS.items():
-        if fixture in getattr(item, "fixturenames", ()):
-            return group
-    return item.module.__name__.rsplit(".", 1)[-1] if item.module else item.nodeid
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
-    live = [item for item in items if here in Path(str(item.fspath)).parents]
-    for item in live:
-        item.add_marker(pytest.mark.live)
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
     rank = {name: index for index, name in enumerate(SLOWEST_FIRST)}
 
     def order(item: pytest.Item) -> int:
@@ -64,6 +51,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             return len(rank) + 1
         return rank.get(Path(str(item.fspath)).stem, len(rank))
 
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.live)
     items.sort(key=order)  # stable: a module's tests keep their order
 
 
