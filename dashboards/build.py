@@ -2,7 +2,7 @@
 
 Both are generated from one config (cephscope.dashboards.config.MixinConfig); the outputs are
 checked in, and `--check` fails when they differ from what the builder produces (CI runs it
-through tests/unit/test_dashboards.py).
+through tests/unit/dashboards/test_dashboards.py).
 """
 
 from __future__ import annotations

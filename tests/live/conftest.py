@@ -12,6 +12,7 @@ Every test in this directory is marked `live`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -27,6 +28,7 @@ import pytest
 from cephscope.deploy.devcluster import DevCluster
 from cephscope.deploy.procs import port_is_free
 from cephscope.deploy.stack import Stack
+from tests.live.cluster_checks import osd_db_entries, shard_counts
 
 # The slowest modules, slowest first (pytest --durations on 2 cores): `make test` runs the
 # tests on two xdist workers with `--dist loadfile --no-loadscope-reorder`, each module whole
@@ -205,3 +207,23 @@ def multihost_stack(multihost: DevCluster, tmp_path_factory: pytest.TempPathFact
         yield stack
     finally:
         stack.purge()
+
+
+@pytest.fixture
+def restore_shards(devcluster: DevCluster) -> Iterator[tuple[dict[int, int], list[dict[str, Any]]]]:
+    """Whatever happens in the test, leave the shared cluster with its shard count."""
+    before = shard_counts(devcluster)
+    db_before = osd_db_entries(devcluster)
+    yield before, db_before
+    if osd_db_entries(devcluster) != db_before or shard_counts(devcluster) != before:
+        with contextlib.suppress(Exception):
+            devcluster.ceph("config", "rm", "osd", "osd_op_num_shards")
+        for attempt in (1, 2):  # a start can race the old process's pid-file lock once
+            try:
+                devcluster.restart_osds(devcluster.osd_ids())
+                break
+            except Exception:
+                if attempt == 2:
+                    raise
+                time.sleep(3)
+        devcluster.wait_pgs_active_clean()

@@ -28,7 +28,7 @@ from cephscope.dashboards import rule_names
 from cephscope.dashboards.config import DEFAULT_CONFIG
 from cephscope.deploy.devcluster import DevCluster
 from cephscope.deploy.stack import Stack
-from tests.live.test_dashboards_live import SweepRun, prometheus_get, run_sweep
+from tests.live.sweeps import SweepRun, prometheus_get, run_sweep
 
 ALERT = "CephscopeStepLatencyRegression"
 DELAY_OPTIONS = {

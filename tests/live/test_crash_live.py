@@ -24,8 +24,7 @@ import pytest
 
 from cephscope.deploy.procs import proc_cmdline
 from cephscope.runner.crashpoints import CRASH_ENV
-
-from .test_sweep_live import osd_db_entries, restore_shards, shard_counts  # noqa: F401
+from tests.live.cluster_checks import osd_db_entries, shard_counts
 
 SPEC = """\
 iterations: 2
@@ -84,7 +83,7 @@ def start_stopped_osds(devcluster: Any) -> None:
 
 @pytest.mark.parametrize("stage", list(CRASHES))
 def test_runner_killed_at_stage_then_resumed(devcluster, tmp_path: Path, stage: str,
-                                             restore_shards) -> None:  # noqa: F811
+                                             restore_shards) -> None:
     spec = tmp_path / "crash.yaml"
     spec.write_text(SPEC)
     results = tmp_path / f"crash-{stage}-{os.getpid()}"
@@ -99,7 +98,7 @@ def test_runner_killed_at_stage_then_resumed(devcluster, tmp_path: Path, stage: 
 
 
 def check_kill_and_resume(devcluster: Any, results: Path, spec: Path, stage: str,
-                          common: list[str], restore_shards: Any) -> None:  # noqa: F811
+                          common: list[str], restore_shards: Any) -> None:
     shards_before, db_before = restore_shards
     hook, done_at_crash = CRASHES[stage]
     first = subprocess.run(sweep_argv(str(spec), "--results-dir", str(results), *common),

@@ -33,9 +33,9 @@ import pytest
 
 from cephscope.deploy.procs import pid_alive
 from cephscope.deploy.stack import EXPORTER_JOB, Stack, http_get
+from tests.live.cluster_checks import osd_db_entries
 
 from .conftest import free_port_base
-from .test_sweep_live import osd_db_entries
 
 LOOP_SECONDS = 120
 KILL_EVERY_SECONDS = 20

@@ -26,9 +26,9 @@ from cephscope.deploy.procs import proc_cmdline, terminate
 from cephscope.runner.clients import close_clients, ssh_control_dir
 from cephscope.runner.hostexec import SshHost
 from cephscope.runner.report.build import write_report
+from tests.live.cluster_checks import shard_counts
 
 from .sweep_kill import run_sweep_until_step_then_kill
-from .test_sweep_live import shard_counts
 
 TWO_STEPS = """\
 cluster:

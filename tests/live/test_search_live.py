@@ -20,9 +20,9 @@ from cephscope.runner.results import RunDir
 from cephscope.runner.search.live import make_plan, run_live_search
 from cephscope.runner.spec import load_spec
 from cephscope.runner.steps import generate_steps
+from tests.live.cluster_checks import osd_db_entries
 
 from .sweep_kill import run_sweep_until_step_then_kill
-from .test_sweep_live import osd_db_entries, restore_shards, shard_counts  # noqa: F401
 
 SPEC = """\
 name: search-halving
@@ -53,7 +53,7 @@ def cli(*args: str) -> list[str]:
 
 
 def test_halving_search_killed_resumed_and_recommended(devcluster, stack, tmp_path,
-                                                       restore_shards):  # noqa: F811
+                                                       restore_shards):
     _, db_before = restore_shards
     spec_path = tmp_path / "search.yaml"
     spec_path.write_text(SPEC)

@@ -9,16 +9,14 @@ cluster is back to its pre-sweep shard count. Bad specs are rejected before any 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import sys
 import time
-from typing import Any
 
 import pytest
 
-from cephscope.exporter.asok import AsokClient
+from tests.live.cluster_checks import osd_db_entries, shard_counts
 
 from .sweep_kill import run_sweep_until_step_then_kill
 
@@ -39,39 +37,6 @@ benchmarks:
 
 def sweep_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "cephscope.cli", "sweep", *args]
-
-
-def shard_counts(devcluster: Any) -> dict[int, int]:
-    """Op shards each OSD process really runs (dump_op_pq_state), not the config value."""
-    counts = {}
-    for osd in devcluster.osd_ids():
-        state = AsokClient(devcluster.osd_asok(osd), timeout=10).command("dump_op_pq_state")
-        counts[osd] = sum(1 for k in state if k.startswith("OSD:ShardedOpWQ:"))
-    return counts
-
-
-def osd_db_entries(devcluster: Any) -> list[dict[str, Any]]:
-    return [e for e in devcluster.ceph_json("config", "dump") if e["section"].startswith("osd")]
-
-
-@pytest.fixture
-def restore_shards(devcluster):
-    """Whatever happens in the test, leave the shared cluster with its shard count."""
-    before = shard_counts(devcluster)
-    db_before = osd_db_entries(devcluster)
-    yield before, db_before
-    if osd_db_entries(devcluster) != db_before or shard_counts(devcluster) != before:
-        with contextlib.suppress(Exception):
-            devcluster.ceph("config", "rm", "osd", "osd_op_num_shards")
-        for attempt in (1, 2):  # a start can race the old process's pid-file lock once
-            try:
-                devcluster.restart_osds(devcluster.osd_ids())
-                break
-            except Exception:
-                if attempt == 2:
-                    raise
-                time.sleep(3)
-        devcluster.wait_pgs_active_clean()
 
 
 def test_bad_specs_rejected_before_the_cluster_is_touched(devcluster, tmp_path):

@@ -286,7 +286,6 @@ def _osd_process(cluster: FakeCluster, osd_id: int, scenario: str, fault: str | 
     cluster.stop()
 
 
-
 def serve_osd_processes(cluster: FakeCluster, osds: int, scenario: str, fault: str | None,
                         threads: int) -> list[int]:
     """Fork one OSD-shaped process per fake OSD; their pids (call before any thread)."""

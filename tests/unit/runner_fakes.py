@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -14,6 +17,7 @@ from cephscope.runner.benchmarks.base import (
     LiveSample,
 )
 from cephscope.runner.cephclient import CephError, CephTarget
+from cephscope.runner.hostexec import LocalHost
 from cephscope.runner.knobs.ceph_config import ConfigManager
 from cephscope.runner.options import SweepOptions
 from cephscope.runner.restart import RestartJournal, RestartMethod
@@ -228,3 +232,66 @@ def fake_sweep(opts: SweepOptions, cluster: FakeCluster,
     """A Sweep on the in-memory cluster, silent, running CountingBench unless `benchmarks`."""
     return Sweep(opts, fake_wiring(cluster, restart), log=lambda m: None,
                  benchmarks=benchmarks or {"radosbench": CountingBench})
+
+
+SPEC = """\
+ceph_config:
+  osd_op_num_shards: [2, 4]
+benchmarks:
+  radosbench:
+    op_size: [4096, 65536]
+    time: 5
+    write_only: true
+"""
+
+
+def run_sweep(tmp_path: Path, cluster: FakeCluster, **kw: Any) -> tuple[int, Path]:
+    spec_path = tmp_path / "shards.yaml"
+    if not spec_path.exists():
+        spec_path.write_text(SPEC)
+    results = tmp_path / "run"
+    opts = SweepOptions(spec_path=None if kw.get("resume_dir") else spec_path,
+                        results_dir=results, metrics_linger_seconds=0, tty=False, **kw)
+    return fake_sweep(opts, cluster).run(), results
+
+
+class RootedHost(LocalHost):
+    """This machine, with absolute path arguments under `root`."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__("here")
+        self.root = root
+
+    def argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+        return super().argv([f"{self.root}{a}" if a.startswith("/") else a for a in argv], env)
+
+
+class Recorder:
+    """A tiny HTTP server recording POSTs, answering like Grafana (or failing on demand)."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.status = status
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                recorder.calls.append({"path": self.path, "headers": dict(self.headers),
+                                       "body": json.loads(body)})
+                out = json.dumps({"id": len(recorder.calls), "message": "Annotation added"})
+                self.send_response(recorder.status)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(out.encode())
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

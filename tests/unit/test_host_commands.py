@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cephscope import host_commands
-from tests.unit.test_deploy_bad_input import cephscope, one_error_line
+from tests.unit.cli_runs import cephscope, one_error_line
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE_DIRS = ("cephscope", "exporter", "runner", "deploy", "dashboards", "benchmarks", "tests")

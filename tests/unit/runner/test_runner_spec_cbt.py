@@ -1,0 +1,118 @@
+"""CBT's own example specs (tests/fixtures/cbt, copied from ceph/cbt with their origin noted):
+keys cephscope acts on are honoured, CBT keys it does not act on are warned about and ignored
+(never rejected, never shell-checked), CBT benchmarks it does not have are refused naming the
+ones it has."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cephscope.runner.spec import SpecError, load_spec
+from cephscope.runner.steps import generate_steps
+from cephscope.runner.sweep import benchmark_registry
+
+CBT = Path(__file__).resolve().parents[2] / "fixtures" / "cbt"
+
+
+def _load(name: str, text: str | None = None):
+    return load_spec(CBT / name, text, benchmark_registry())
+
+
+def _problems(name: str, text: str | None = None) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        _load(name, text)
+    return info.value.problems
+
+
+def test_radosbench_examples_load_with_their_axes_and_iterations() -> None:
+    for name in ("example-3x-radosbench.yaml", "example-3x-radosbench-crimson.yaml"):
+        spec = _load(name)
+        bench = spec.benchmarks["radosbench"]
+        assert spec.iterations == 3
+        assert bench["pool_profile"] == "replicated"
+        assert spec.pool_profiles["replicated"].replication == 3
+        assert "use_existing" not in bench and "acceptable" not in bench
+        steps = generate_steps(spec)
+        assert len(steps) == 3 * len(bench["op_size"])  # op_size axis x 3 iterations
+        warned = "\n".join(spec.warnings)
+        # cluster.head/clients/osds/mons are used (where benchmarks run), not warned about
+        assert spec.hosts.clients and spec.hosts.head, name
+        for key in ("cluster.tmp_dir", "benchmarks.radosbench.use_existing",
+                    "replication 'replicated'"):
+            assert key in warned, (name, key)
+    assert "cluster.ceph.conf" in "\n".join(_load("example-3x-radosbench.yaml").warnings)
+    crimson = _load("example-3x-radosbench-crimson.yaml")
+    assert "cluster.pid_dir" in "\n".join(crimson.warnings)
+    assert "benchmarks.radosbench.acceptable" in "\n".join(crimson.warnings)
+
+
+def test_librbdfio_examples_honour_or_warn_every_key() -> None:
+    spec = _load("runtests.bluestore_example.yaml")
+    fio = spec.benchmarks["librbdfio"]
+    assert fio["mode"] == ["read", "write", "randread", "randwrite", "rw", "randrw"]
+    assert fio["volumes_per_client"] == [2] and fio["iodepth"] == [32]
+    assert fio["rbdname"] == "img01" and fio["use_existing_volumes"] is True
+    warned = "\n".join(spec.warnings)
+    for key in ("log_avg_msec", "log_iops", "cluster.ceph-osd_cmd"):
+        assert key in warned, key
+    # CBT's read-ahead is acted on: a host knob of every librbdfio step
+    assert "osd_ra" not in warned
+    assert "osd_ra" in spec.benchmark_knobs["librbdfio"]
+    spec = _load("rbd_fio_test.yaml")
+    fio = spec.benchmarks["librbdfio"]
+    assert spec.idle_baseline_seconds == 5.0  # CBT's idle_monitor_sleep: the idle window
+    assert "idle_monitor_sleep" not in "\n".join(spec.warnings)
+    # CBT's prefill mapping (its fio job options) means: prefill
+    assert fio["prefill"] is True
+    assert fio["iodepth"] == [1, 4, 16] and fio["numjobs"] == [1, 4, 8]
+    warned = "\n".join(spec.warnings)
+    for key in ("prefill options ['blocksize', 'numjobs'] are not used", "workloads",
+                "wait_pgautoscaler_timeout", "fio_cpu_set", "procs_per_client",
+                "cluster.rbd-nbd_cmd", "cluster.radosgw-admin_cmd", "monitoring_profiles",
+                "no replication"):
+        assert key in warned, key
+
+
+def test_ignored_keys_are_not_shell_checked_but_used_ones_are() -> None:
+    text = (CBT / "rbd_fio_test.yaml").read_text()
+    # the top monitoring profile redirects with `>`: ignored, so loaded
+    assert "> {top_dir}" in text
+    _load("rbd_fio_test.yaml")
+    problems = _problems("rbd_fio_test.yaml",
+                         text.replace("mode: 'randwrite'\n    iodepth",
+                                      "mode: 'randwrite; reboot'\n    iodepth"))
+    assert any("benchmarks.librbdfio.mode: 'randwrite; reboot': holds shell metacharacter"
+               in p for p in problems), problems
+
+
+def test_cbt_documented_keys_are_never_rejected() -> None:
+    base = (CBT / "runtests.bluestore_example.yaml").read_text()
+    extra = ("    vol_order: 22\n    pgs: 2048\n    rate_iops: 500\n    prefill: true\n"
+             "    rbdadd_options: noshare\n")
+    spec = _load("runtests.bluestore_example.yaml", base + extra)
+    fio = spec.benchmarks["librbdfio"]
+    assert fio["rate_iops"] == 500 and fio["prefill"] is True
+    warned = "\n".join(spec.warnings)
+    assert "benchmarks.librbdfio.vol_order" in warned and "benchmarks.librbdfio.pgs" in warned
+    rados = (CBT / "example-3x-radosbench.yaml").read_text() + "    pgs_per_pool: 1024\n"
+    assert "pgs_per_pool" in "\n".join(_load("example-3x-radosbench.yaml", rados).warnings)
+
+
+@pytest.mark.parametrize(("name", "benchmark"), [
+    ("example-kvmrbdfio.yaml", "kvmrbdfio"), ("example-raw.yaml", "rawfio"),
+    ("runtests.xfs.yaml", "rbdfio"),
+])
+def test_benchmarks_cephscope_does_not_have_are_refused(name: str, benchmark: str) -> None:
+    problems = _problems(name)
+    (refusal,) = [p for p in problems if f"benchmarks.{benchmark}:" in p]
+    assert "CBT benchmark cephscope does not have (it has: librbdfio, radosbench)" in refusal
+    # and nothing else of the file is a problem
+    assert problems == [refusal]
+
+
+def test_undefined_erasure_profile_is_named() -> None:
+    problems = _problems("example-ec-radosbench.yaml")
+    assert "cluster.pool_profiles.erasure.erasure_profile: 'myec': no such erasure profile" \
+        in problems[0]
