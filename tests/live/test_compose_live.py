@@ -5,13 +5,11 @@ in the compose Prometheus. Grafana's provisioning is validated by the unit tests
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -20,6 +18,7 @@ from cephscope.deploy.compose_stack import ComposeProject, build_stand_ins, cont
 from cephscope.deploy.container import Podman
 from cephscope.deploy.devcluster import DevCluster
 from cephscope.deploy.procs import port_is_free
+from cephscope.prometheus_api import PrometheusAPI
 
 REPO = Path(__file__).resolve().parents[2]
 PROMETHEUS = "http://127.0.0.1:9090"
@@ -27,12 +26,8 @@ PROMETHEUS = "http://127.0.0.1:9090"
 PORTS = (9090, 9093, 9100, 9967)
 
 
-def api(path: str, **params: str) -> dict:
-    url = f"{PROMETHEUS}/api/v1/{path}"
-    if params:
-        url += "?" + urllib.parse.urlencode(params)
-    with urllib.request.urlopen(url, timeout=10) as resp:
-        return json.loads(resp.read())["data"]
+def api(path: str, **params: str) -> Any:
+    return PrometheusAPI(PROMETHEUS).get(path, params)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -280,16 +279,15 @@ def test_prometheus_3_stack_scrapes_the_release_and_evaluates_every_rule(
         stack.up()
         pid = stack.running()["prometheus"]
         assert os.readlink(f"/proc/{pid}/root") == str(rootfs.rootfs_path("tentacle"))
-        with urllib.request.urlopen(f"{stack.prometheus_url}/api/v1/status/buildinfo", timeout=10) as r:
-            assert json.load(r)["data"]["version"].startswith("3.")
+        assert stack.prometheus.get("status/buildinfo")["version"].startswith("3.")
         profile = AsokClient(cluster.osd_asok(0)).config_get("osd_mclock_profile")
         series = stack.wait_for_series(
             f'cephscope_osd_op_queue_info{{scheduler="mclock",profile="{profile}"}}', timeout=90)
         assert len(series) == len(cluster.osd_ids())
         deadline = time.monotonic() + 90
         while True:
-            with urllib.request.urlopen(f"{stack.prometheus_url}/api/v1/rules", timeout=10) as r:
-                rules = [rule for group in json.load(r)["data"]["groups"] for rule in group["rules"]]
+            groups = stack.prometheus.get("rules")["groups"]
+            rules = [rule for group in groups for rule in group["rules"]]
             if rules and all(rule.get("health") == "ok" for rule in rules):
                 break
             bad = [(rule["name"], rule.get("health"), rule.get("lastError")) for rule in rules
