@@ -168,12 +168,16 @@ def test_two_clients_per_client_and_aggregate_against_osd_counters(
         skews.append(mode["start_skew_seconds"])
         dead.append(ts["dead_time_seconds"])
 
-        # The OSDs counted the clients' writes: op_w at the primaries (within 10 %), replica
+        # The OSDs counted the clients' writes: op_w at the primaries (within 20 %), replica
         # writes in subop_w, and replication traffic on every host's cluster NIC.
         # op_w: its rate from samples inside the step (past the first seconds' ramp), so
         # neither the previous step nor this one's cleanup (rados deletes are writes) counts.
+        # That rate spans two to three scrapes (~15 s) stamped when Prometheus began each
+        # scrape, not when the exporter read the counters: with another worker's cluster busy
+        # on the same 2 cores it came out 0.86-0.88 of rados bench's own IOPS (0.97 for fio).
+        # A host or client not counted, or replicas counted as client writes, is 0.67x or 2x.
         op_w = summed_rate(multihost_stack, "ceph_osd_op_w", ts["started"] + 2, ts["ended"])
-        assert op_w == pytest.approx(agg["iops"], rel=0.10), (s["benchmark"], op_w, agg["iops"])
+        assert op_w == pytest.approx(agg["iops"], rel=0.20), (s["benchmark"], op_w, agg["iops"])
         start, end = ts["started"] - 0.5, ts["ended"] + 6  # one scrape (5 s) past the end
         time.sleep(max(0.0, end - time.time()))
         subop = value_at(multihost_stack, "sum(ceph_osd_subop_w)", end) - \
