@@ -11,6 +11,8 @@ venv="${CEPHSCOPE_VENV:-$repo_root/.venv}"
 # them; tests/unit/test_host_commands.py holds this list to that table).
 debian_packages=(
     ceph-mon ceph-mgr ceph-osd ceph-common ceph-base python3-rados python3-rbd
+    # CephFS and the RADOS gateway as benchmark targets, and the FUSE clients that mount them
+    ceph-mds radosgw ceph-fuse rbd-fuse
     prometheus prometheus-alertmanager prometheus-node-exporter
     fio python3 python3-venv coreutils grep dash util-linux mount iproute2 procps curl openssl
     # namespace hosts of the multi-host dev cluster are reached over SSH like real hosts

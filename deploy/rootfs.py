@@ -7,7 +7,9 @@ under the user's cache dir (`$XDG_CACHE_HOME/cephscope/rootfs/<release>`, else
 
 A build goes into a temporary directory next to the cache entry and is renamed into place only
 when mmdebstrap succeeded and the tree holds the expected Ceph version: an interrupted build is
-never mistaken for a good one. Builds of one release are serialised with a lock file.
+never mistaken for a good one. Builds of one release are serialised with a lock file. The
+marker lists the packages the root was built with: a cached root that lacks one the project now
+needs (a daemon added to `BASE_PACKAGES`) is rebuilt, not used.
 """
 
 from __future__ import annotations
@@ -29,14 +31,19 @@ from cephscope.deploy.placement import HOST_RELEASE, Release
 
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 MARKER = ".cephscope-rootfs.json"
-# What every release root holds: the daemons, the admin tools, and the clients the runner
-# drives (rados bench, fio's rbd engine, python3-rados for config checks).
+# What every release root holds: the daemons (with CephFS's MDS and the RADOS gateway), the
+# admin tools, and the clients the runner drives (rados bench, fio's rbd engine, the FUSE
+# clients, python3-rados for config checks).
 BASE_PACKAGES = (
     "ceph-mon",
     "ceph-mgr",
     "ceph-osd",
+    "ceph-mds",
+    "radosgw",
     "ceph-common",
     "ceph-base",
+    "ceph-fuse",
+    "rbd-fuse",
     "python3-rados",
     "python3-rbd",
     "fio",
@@ -140,9 +147,26 @@ def rootfs_path(name: str) -> Path:
 
 def read_marker(root: Path) -> dict[str, object] | None:
     try:
-        return json.loads((root / MARKER).read_text())
+        marker = json.loads((root / MARKER).read_text())
     except (OSError, ValueError):
         return None
+    return marker if isinstance(marker, dict) else None
+
+
+def wanted_packages(spec: ReleaseSpec) -> tuple[str, ...]:
+    return (*BASE_PACKAGES, *spec.extra_packages)
+
+
+def current_marker(root: Path, spec: ReleaseSpec) -> dict[str, object] | None:
+    """The root's marker if the root holds every package the project wants in it, else None
+    (not built, interrupted, or built before a package was added)."""
+    marker = read_marker(root)
+    if marker is None:
+        return None
+    packages = marker.get("packages")
+    if not isinstance(packages, list) or not set(wanted_packages(spec)) <= set(packages):
+        return None
+    return marker
 
 
 def find_release(name: str) -> Release:
@@ -152,9 +176,10 @@ def find_release(name: str) -> Release:
     if upstream_major(host_ceph_version()) == spec.ceph_major:
         return Release(name=name, root=None)
     root = rootfs_path(name)
-    if read_marker(root) is None:
+    if current_marker(root, spec) is None:
         raise RootfsError(
-            f"no root filesystem for {name} in {root}; build it with "
+            f"no root filesystem for {name} in {root} (or one built without a package it now "
+            f"needs); build it with "
             f"`cephscope devcluster rootfs --release {name}` (about 1 minute, 600-900 MB)"
         )
     return Release(name=name, root=root)
@@ -222,7 +247,7 @@ def build(
     """Build the release's root filesystem unless a good one is cached; return its path."""
     spec = release_spec(name)
     root = rootfs_path(name)
-    if read_marker(root) is not None:
+    if current_marker(root, spec) is not None:
         return root
     if shutil.which("mmdebstrap") is None:
         raise RootfsError("mmdebstrap not found (Debian package mmdebstrap; deploy/install.sh installs it)")
@@ -230,15 +255,20 @@ def build(
     with open(root.parent / f".{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         # Another process may have finished the same build while we waited for the lock.
-        if read_marker(root) is not None:
+        if current_marker(root, spec) is not None:
             return root
         _remove_stale_builds(root.parent, name, log)
-        if root.exists() and not _mounts_under(root):
-            # A tree without the marker was never finished (or was damaged): build afresh.
+        if root.exists():
+            if _mounts_under(root):
+                raise RootfsError(
+                    f"{root} must be rebuilt (it lacks a package or was never finished) but a "
+                    f"cluster runs from it: stop that cluster first")
+            # A tree without a current marker was never finished, was damaged, or lacks a
+            # package: build afresh.
             shutil.rmtree(root, ignore_errors=True)
         _check_archive(spec, mirror)
         tmp = root.parent / f".{name}.build-{os.getpid()}"
-        packages = ",".join((*BASE_PACKAGES, *spec.extra_packages))
+        packages = ",".join(wanted_packages(spec))
         argv = [
             "mmdebstrap",
             "--mode=root",
@@ -277,6 +307,7 @@ def build(
             "suite": spec.suite,
             "ceph_version": version,
             "prometheus_version": dpkg_version(tmp, "prometheus"),
+            "packages": sorted(wanted_packages(spec)),
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "build_seconds": round(time.monotonic() - started, 1),
         }

@@ -45,6 +45,15 @@ def test_a_tree_without_the_marker_is_never_used_and_stale_builds_go(cache: Path
     rootfs._remove_stale_builds(cache, "reef", logged.append)
     assert not stale.exists() and any("interrupted build" in m for m in logged)
     (cache / "reef" / rootfs.MARKER).write_text(json.dumps({"release": "reef"}))
+    with pytest.raises(rootfs.RootfsError, match="without a package it now needs"):
+        rootfs.find_release("reef")  # a marker from before packages were recorded
+    wanted = rootfs.wanted_packages(rootfs.release_spec("reef"))
+    (cache / "reef" / rootfs.MARKER).write_text(
+        json.dumps({"release": "reef", "packages": [p for p in wanted if p != "radosgw"]}))
+    with pytest.raises(rootfs.RootfsError, match="without a package it now needs"):
+        rootfs.find_release("reef")
+    (cache / "reef" / rootfs.MARKER).write_text(
+        json.dumps({"release": "reef", "packages": [*wanted, "extra"]}))
     assert rootfs.find_release("reef") == Release("reef", cache / "reef")
 
 
