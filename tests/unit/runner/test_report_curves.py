@@ -226,3 +226,31 @@ def test_a_run_without_a_load_axis_has_no_curve_section(tmp_path: Path) -> None:
     assert "Response curves" not in md
     assert not (run_dir / CSV_FILE).exists() and not (run_dir / JSON_FILE).exists()
     assert write_curve_data(run_dir, []) == []
+
+
+def test_recorded_iodepth_curve() -> None:
+    """A real fio queue-depth sweep (tests/fixtures/runs/iodepth: 7 depths x 2 iterations):
+    one curve of seven points with fio's own p99, the knee where power is largest, and the
+    step past it costing more latency than it buys IOPS."""
+    _run, rows = load_rows(RUNS / "iodepth")
+    (curve,) = response_curves(rows)
+    assert (curve.benchmark, curve.mode, curve.label) == ("librbdfio", "randwrite", "iodepth")
+    assert [p.load for p in curve.points] == [1, 2, 4, 8, 16, 32, 64]
+    assert curve.p99_source == P99_CLIENT
+    results: dict[int, list[dict[str, Any]]] = {}
+    for path in (RUNS / "iodepth").glob("step-*/result.json"):
+        depth = json.loads((path.parent / "params.json").read_text())["params"]["iodepth"]
+        results.setdefault(depth, []).extend(json.loads(path.read_text())["results"])
+    for p in curve.points:
+        measured = results[p.load]
+        assert p.iops.n == len(measured) == 2
+        assert p.iops.mean == pytest.approx(statistics.fmean(r["iops"] for r in measured))
+        assert p.iops.sd == pytest.approx(statistics.stdev(r["iops"] for r in measured))
+        assert p.p99 is not None and p.p99.mean == pytest.approx(
+            statistics.fmean(r["latency_percentiles_seconds"]["99"] for r in measured))
+    knee = curve.knee
+    assert knee is not None
+    assert curve.points[knee].power == max(p.power for p in curve.points)
+    if knee + 1 < len(curve.points):
+        here, after = curve.points[knee], curve.points[knee + 1]
+        assert after.latency.mean / here.latency.mean > after.iops.mean / here.iops.mean
