@@ -152,6 +152,10 @@ def run(args: argparse.Namespace) -> int:
         print("cephscope compare: --alpha must be between 0 and 1", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.across_releases:
+        if args.plots is not None:
+            print("cephscope compare: --plots overlays run dirs; not with --across-releases "
+                  "(the run's report puts its releases side by side)", file=sys.stderr)
+            return EXIT_BAD_INPUT
         if args.run_b:
             print("cephscope compare: --across-releases compares the releases of one run; "
                   "give RUN_A only", file=sys.stderr)

@@ -143,6 +143,9 @@ def test_a_run_matching_nothing_or_not_a_run(tmp_path: Path,
     assert code == compare_cli.EXIT_BAD_INPUT and "objsize" in err and "no step" in err
     code, _out, err = _compare(capsys, str(base), str(same), str(tmp_path / "nothing"))
     assert code == compare_cli.EXIT_BAD_INPUT and "not a cephscope run dir" in err
+    code, _out, err = _compare(capsys, str(base), "--across-releases", "--plots",
+                               str(tmp_path / "plots"))
+    assert code == compare_cli.EXIT_BAD_INPUT and "not with --across-releases" in err
 
 
 def test_labels_of_runs_sharing_a_name() -> None:
