@@ -149,9 +149,11 @@ class PoolManager:
         return name
 
     def remove_created(self) -> list[str]:
-        """Delete the pools (and EC profiles) this run created; return problems."""
+        """Delete the pools (and EC profiles) this run created, and the crush rules Ceph made
+        for its erasure-coded pools; return problems."""
         problems = []
         existing = self.existing_pools()
+        removed_ec: dict[str, int] = {}  # EC pool -> its crush rule id
         for name in reversed(self.created):
             if name not in existing:
                 continue
@@ -159,9 +161,13 @@ class PoolManager:
                 self.cli.command("osd pool delete", pool=name, pool2=name,
                                  yes_i_really_really_mean_it=True)
                 self.log(f"pool {name}: removed")
+                if existing[name].get("type") == 3 and "crush_rule" in existing[name]:
+                    removed_ec[name] = existing[name]["crush_rule"]
             except CephError as exc:
                 problems.append(f"remove pool {name}: {exc}")
         self.created.clear()
+        if removed_ec:
+            problems += self._remove_pool_rules(removed_ec, existing)
         for ec in reversed(self.erasure_profiles_created):
             try:
                 self.cli.command("osd erasure-code-profile rm", name=ec)
@@ -169,4 +175,27 @@ class PoolManager:
                 problems.append(f"remove erasure profile {ec}: {exc}")
         self.erasure_profiles_created.clear()
         self.record([], [])
+        return problems
+
+    def _remove_pool_rules(self, removed: dict[str, int], existing: dict[str, dict]
+                           ) -> list[str]:
+        """`osd pool create ... erasure` makes a crush rule named after the pool, which
+        outlives it: remove the rule of each EC pool we deleted when it still bears that pool's
+        name and no remaining pool uses it (a rule someone else made or shares stays)."""
+        in_use = {pool.get("crush_rule") for name, pool in existing.items()
+                  if name not in removed}
+        try:
+            rules = {rule["rule_id"]: rule["rule_name"]
+                     for rule in self.cli.command("osd crush rule dump") or []}
+        except CephError as exc:
+            return [f"list crush rules: {exc}"]
+        problems = []
+        for pool, rule_id in removed.items():
+            if rules.get(rule_id) != pool or rule_id in in_use:
+                continue
+            try:
+                self.cli.command("osd crush rule rm", name=pool)
+                self.log(f"crush rule {pool}: removed")
+            except CephError as exc:
+                problems.append(f"remove crush rule {pool}: {exc}")
         return problems

@@ -101,7 +101,7 @@ def runs(devcluster: DevCluster, tmp_path_factory: pytest.TempPathFactory) -> It
             short.append(run_dir)
         yield Runs(curve, short)
     finally:
-        # what Ceph made for the pool outlives it: its crush rule (named after the pool)
+        # a run cut short leaves its pool and the crush rule Ceph made for it
         with contextlib.suppress(Exception):
             devcluster.ceph("osd", "pool", "delete", POOL, POOL,
                             "--yes-i-really-really-mean-it")
@@ -158,6 +158,8 @@ def test_the_pool_was_made_with_the_clusters_profile(runs: Runs, devcluster: Dev
         assert (settings["k"], settings["m"]) == ("2", "1")
     # the run removed its pool and left the cluster's profile as it was
     assert POOL not in devcluster.ceph("osd", "pool", "ls").split()
+    # and the crush rule Ceph made for the pool (named after it)
+    assert POOL not in devcluster.ceph("osd", "crush", "rule", "ls").split()
     assert PROFILE in devcluster.ceph("osd", "erasure-code-profile", "ls").split()
     spec = runs.curve.parent / "dry.yaml"
     spec.write_text(SPEC.format(profile=PROFILE, ops=LOADS))

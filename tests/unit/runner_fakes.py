@@ -117,6 +117,8 @@ class FakeCluster:
         self.rotational: set[int] = set()  # OSDs whose store is on a rotational device
         # erasure-code profiles as `osd erasure-code-profile get` prints them (all strings)
         self.ec_profiles: dict[str, dict[str, str]] = {}
+        # `osd crush rule dump`: id -> name
+        self.crush_rules: dict[int, str] = {0: "replicated_rule"}
 
     # the CephCli surface the manager uses
     def limit_to(self, seconds: float | None) -> None:
@@ -157,11 +159,25 @@ class FakeCluster:
             return [{"pool_name": n, **p} for n, p in self.pools.items()]
         if prefix == "osd pool create":
             if args.get("pool_type") == "erasure":
+                # as Ceph does: a crush rule named after the pool, which outlives it
+                rule = max(self.crush_rules) + 1
+                self.crush_rules[rule] = args["pool"]
                 ec = self.ec_profiles[args["erasure_code_profile"]]
                 self.pools[args["pool"]] = {"type": 3, "size": int(ec["k"]) + int(ec["m"]),
-                                            "erasure_code_profile": args["erasure_code_profile"]}
+                                            "erasure_code_profile": args["erasure_code_profile"],
+                                            "crush_rule": rule}
             else:
-                self.pools[args["pool"]] = {"type": 1, "size": 3}
+                self.pools[args["pool"]] = {"type": 1, "size": 3, "crush_rule": 0}
+            return None
+        if prefix == "osd crush rule dump":
+            return [{"rule_id": i, "rule_name": n} for i, n in self.crush_rules.items()]
+        if prefix == "osd crush rule rm":
+            used = {p["crush_rule"] for p in self.pools.values()}
+            rule = next(i for i, n in self.crush_rules.items() if n == args["name"])
+            if rule in used:
+                raise CephError(f"`ceph osd crush rule rm` failed: EBUSY crush rule "
+                                f"{args['name']} in use")
+            del self.crush_rules[rule]
             return None
         if prefix == "osd erasure-code-profile get":
             if args["name"] not in self.ec_profiles:
