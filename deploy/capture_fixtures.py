@@ -4,7 +4,7 @@ fixtures.
     python -m cephscope.deploy.capture_fixtures --state-dir DEVCLUSTER_DIR \
         [--out tests/fixtures/asok] [--bench-seconds 20]
     python -m cephscope.deploy.capture_fixtures --state-dir DEVCLUSTER_DIR --services \
-        --swift-auth-url http://127.0.0.1:PORT/auth/1.0 --swift-user USER:SUB --swift-key KEY
+        [--swift-auth-url http://127.0.0.1:PORT/auth/1.0 --swift-user USER:SUB --swift-key KEY]
 
 Writes ``<out>/<ceph-version>/<scenario>/osd.N/<command>.json`` for every command in
 :data:`CAPTURE_COMMANDS`, byte for byte as the daemon sent it (the fake admin socket of
@@ -15,7 +15,8 @@ when, how and with which bench result.
 ``--services`` captures the MDS and gateway sockets instead (:data:`SERVICE_COMMANDS`), into
 ``services_idle`` (no client) and ``services_load`` (captured while Swift requests go to the
 gateway and files are written through a ceph-fuse mount of the cluster's file system,
-deploy/service_traffic.py), and adds those scenarios to the manifest.
+deploy/service_traffic.py), and adds those scenarios to the manifest. The Swift credentials
+default to the dev cluster's gateway user (``<state dir>/rgw.json``, ``devcluster up --rgw``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cephscope.deploy.cluster_layout import RGW_FILE, DevClusterError
+from cephscope.deploy.rgw_access import RgwAccess
 from cephscope.deploy.service_traffic import (
     BackgroundTraffic,
     CephFuseMount,
@@ -159,10 +162,16 @@ def services_main(args: argparse.Namespace, conf: Path, asok_dir: str) -> int:
         print(f"capture: {asok_dir} needs an MDS and a gateway socket; found "
               f"{[d.name for d in daemons] or 'none'}", file=sys.stderr)
         return 2
-    if not (args.swift_auth_url and args.swift_user and args.swift_key):
-        print("capture: --services needs --swift-auth-url, --swift-user and --swift-key",
-              file=sys.stderr)
-        return 2
+    if args.swift_auth_url and args.swift_user and args.swift_key:
+        account = SwiftAccount(args.swift_auth_url, args.swift_user, args.swift_key)
+    else:
+        try:
+            access = RgwAccess.load(args.state_dir / RGW_FILE)
+        except DevClusterError as err:
+            print(f"capture: {err}; or give --swift-auth-url, --swift-user and --swift-key",
+                  file=sys.stderr)
+            return 2
+        account = SwiftAccount(access.swift_auth_url, access.swift_user, access.swift_key)
     version = ceph_version(AsokClient(daemons[0].asok_path))
     out = args.out / version
     manifest_path = out / "manifest.json"
@@ -179,7 +188,6 @@ def services_main(args: argparse.Namespace, conf: Path, asok_dir: str) -> int:
     problems = capture_services(daemons, out, "services_idle")
     manifest["scenarios"]["services_idle"] = {"description": "MDS and gateway, no client I/O",
                                               "refused": problems}
-    account = SwiftAccount(args.swift_auth_url, args.swift_user, args.swift_key)
     with tempfile.TemporaryDirectory(prefix="cephscope-capture-") as tmp, \
             CephFuseMount(conf, Path(tmp) / "mnt", argv_prefix=args.fuse_argv) as mountpoint:
         # One round first: a gateway's first bucket creates its pools (seconds), which would
