@@ -408,7 +408,8 @@ class Fio(Benchmark):
                 else:
                     remote = str(self.made().work_dir(client) / "logs" / ctx.step_id)
                     client.run(["mkdir", "-p", remote], f"mkdir {remote} on {client.name}")
-                    self._remote_log_dirs.append((client, remote))
+                    if (client, remote) not in self._remote_log_dirs:
+                        self._remote_log_dirs.append((client, remote))
                     log_prefix = f"{remote}/{base}"
             # the cluster's own release tools (a release root) run here, for the rbd engine;
             # a client resolves the tool on its own PATH

@@ -105,7 +105,7 @@ def ensure_filesystem(site: EndpointSite) -> Filesystem:
     ceph("fs new", fs_name=name, metadata=metadata, data=site.ctx.pool)
     site.log(f"filesystem {name}: made from pools {metadata} (metadata) and "
              f"{site.ctx.pool} (data); removed at the end of the run")
-    wait_active(ceph, name)
+    wait_active(ceph, name, MDS_ACTIVE_SECONDS)
     return Filesystem(name)
 
 

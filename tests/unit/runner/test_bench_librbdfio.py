@@ -3,9 +3,6 @@ output itself: test_bench_fio_json.py)."""
 
 from __future__ import annotations
 
-import stat
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -15,6 +12,7 @@ from cephscope.runner.benchmarks.base import BenchContext, BenchmarkError, Clust
 from cephscope.runner.benchmarks.fio_json import parse_report_file, result_from_reports
 from cephscope.runner.benchmarks.librbdfio import LibrbdFio, object_size_bytes
 from tests.unit.bench_golden import TOOLS_DIR
+from tests.unit.runner_fakes import install_fake_tools
 
 # ---- validation, argv ---------------------------------------------------------------------------
 
@@ -99,38 +97,9 @@ def test_argv_and_environment(tmp_path: Path) -> None:
     assert len(bench.output_paths("randrw", ctx)) == 2
 
 
-FAKE_TOOL = textwrap.dedent(
-    """\
-    #!{python}
-    # Stand-in for fio and rbd: records argv; fio replays a real capture, rbd succeeds.
-    import os, sys, time
-    with open(os.environ["FAKE_LOG"], "a") as log:
-        log.write(os.path.basename(sys.argv[0]) + " " + " ".join(sys.argv[1:]) + " CEPH_CONF="
-                  + os.environ.get("CEPH_CONF", "") + "\\n")
-    if os.path.basename(sys.argv[0]) == "fio":
-        if os.environ.get("FAKE_FIO_FAIL"):
-            sys.stderr.write("rbd_open failed.\\nfio_rbd_connect failed.\\n")
-            sys.exit(1)
-        data = open(os.environ["FAKE_FIO_CAPTURE"]).read()
-        for i in range(0, len(data), 20000):
-            sys.stdout.write(data[i:i + 20000]); sys.stdout.flush(); time.sleep(0.01)
-    """
-)
-
-
 @pytest.fixture()
 def fake_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    for name in ("fio", "rbd"):
-        script = bindir / name
-        script.write_text(FAKE_TOOL.format(python=sys.executable))
-        script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{bindir}:{__import__('os').environ['PATH']}")
-    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "calls.log"))
-    monkeypatch.setenv("FAKE_FIO_CAPTURE",
-                       str(TOOLS_DIR / "fio-3.33-rbd-randread-4k-qd16-status1.jsonplus"))
-    return bindir
+    return install_fake_tools(tmp_path, monkeypatch, ("fio", "rbd"))
 
 
 def test_lifecycle_creates_prefills_runs_and_removes_images(tmp_path: Path, fake_tools: Path) -> None:
