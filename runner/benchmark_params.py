@@ -46,7 +46,9 @@ def step_params(params: Mapping[str, Any], endpoints: Mapping[str, EndpointSpec]
             if endpoint is not None:
                 combo["endpoint"] = endpoint.to_dict()
                 if endpoint.on_cephfs:
-                    pool = cephfs_pools.data_profile if cephfs_pools else None
+                    # the filesystem's pools, made by its driver (pools of their own: an RBD
+                    # pool of the same profile could not be a CephFS data pool)
+                    pool = None
                     if cephfs_pools:
                         combo["cephfs_pools"] = cephfs_pools.to_dict()
                 else:

@@ -212,10 +212,9 @@ class Fio(Benchmark):
     @classmethod
     def needs_pool(cls, params: Mapping[str, Any]) -> bool:
         endpoint = params.get("endpoint")
-        on_cephfs = isinstance(endpoint, Mapping) and str(endpoint.get("driver")).startswith(
-            "cephfs-")
-        # a CephFS step has a pool of its own only when cephfs_pools makes one
-        return not on_cephfs or bool(params.get("cephfs_pools"))
+        # CephFS endpoints live in the filesystem's pools (their driver makes any it needs)
+        return not (isinstance(endpoint, Mapping)
+                    and str(endpoint.get("driver")).startswith("cephfs-"))
 
     @classmethod
     def application(cls, params: Mapping[str, Any]) -> str:

@@ -3,8 +3,9 @@
 
 Which filesystem, and which pool its files use (CBT's `cluster.cephfs_pools`):
 - the cluster has a filesystem (the endpoint section's `filesystem`, else the first of `ceph fs
-  ls`): without cephfs_pools, the step's files go where the filesystem puts them; with it, the
-  pool made from the `cephfs_data` profile is added to that filesystem (`fs add_data_pool`) and
+  ls`): without cephfs_pools, the step's files go where the filesystem puts them; with it, a
+  pool made from the `cephfs_data` profile (`cephscope-<profile>-cephfs-data`: an RBD pool of
+  the same profile could not be a CephFS data pool) is added to that filesystem (`fs add_data_pool`) and
   the step's directory gets it as its layout (`ceph.dir.layout.pool`), so the profile decides
   where the data lives; the metadata profile is not applied (the filesystem's metadata pool
   stays), which is said in the log. The data pool is taken out of the filesystem at the end.
@@ -83,9 +84,9 @@ def ensure_filesystem(site: EndpointSite) -> Filesystem:
     found = {f["name"]: f for f in filesystems(ceph)}
     name = wanted if wanted in found else (None if wanted else next(iter(found), None))
     if name is not None:
-        if not site.cephfs_pools:
+        if not site.cephfs_pools or site.ensure_pool is None:
             return Filesystem(name)
-        pool = site.ctx.pool
+        pool = site.ensure_pool(site.cephfs_pools["cephfs_data"], "cephfs", "cephfs-data")
         if pool not in (found[name].get("data_pools") or []):
             entry = {"kind": "cephfs_data_pool", "fs": name, "pool": pool}
             site.undo.add(entry)
@@ -101,10 +102,11 @@ def ensure_filesystem(site: EndpointSite) -> Filesystem:
     name = wanted or NEW_FILESYSTEM
     metadata = site.ensure_pool(site.cephfs_pools["cephfs_metadata"], "cephfs",
                                 "cephfs-metadata")
+    data = site.ensure_pool(site.cephfs_pools["cephfs_data"], "cephfs", "cephfs-data")
     site.undo.add({"kind": "filesystem", "fs": name})
-    ceph("fs new", fs_name=name, metadata=metadata, data=site.ctx.pool)
-    site.log(f"filesystem {name}: made from pools {metadata} (metadata) and "
-             f"{site.ctx.pool} (data); removed at the end of the run")
+    ceph("fs new", fs_name=name, metadata=metadata, data=data)
+    site.log(f"filesystem {name}: made from pools {metadata} (metadata) and {data} (data); "
+             "removed at the end of the run")
     wait_active(ceph, name, MDS_ACTIVE_SECONDS)
     return Filesystem(name)
 

@@ -173,6 +173,6 @@ def test_run_without_prepare_is_a_clear_error(tmp_path: Path) -> None:
 def test_cephfs_steps_use_the_filesystems_pools() -> None:
     fs = EndpointSpec("fs", "cephfs-fuse").to_dict()
     assert not Fio.needs_pool({"endpoint": fs})
-    assert Fio.needs_pool({"endpoint": fs, "cephfs_pools": {"cephfs_data": "a"}})
+    assert not Fio.needs_pool({"endpoint": fs, "cephfs_pools": {"cephfs_data": "a"}})
     assert Fio.application({"endpoint": fs}) == "cephfs"
     assert Fio.application({"endpoint": RBD}) == "rbd" and Fio.needs_pool({"endpoint": RBD})

@@ -132,19 +132,20 @@ def test_cephfs_fuse_on_an_existing_filesystem_with_its_data_pool(tmp_path: Path
     host = ScriptedHost("c1", answer)
     mon = FakeMon({"cephfs": ["cephfs_data"]})
     site = _site(tmp_path, "cephfs-fuse", (host,), mon,
-                 {"cephfs_data": "rep1", "cephfs_metadata": "rep1"}, per_client=2)
+                 {"cephfs_data": "rep1", "cephfs_metadata": "rep1"}, per_client=2,
+                 ensure_pool=lambda profile, app, role: f"cephscope-{profile}-{role}")
     driver = CephfsFuseDriver(site)
     driver.create()
-    assert ("fs add_data_pool", {"fs_name": "cephfs", "pool": "cephscope-p"}) in mon.calls
-    assert {"kind": "cephfs_data_pool", "fs": "cephfs", "pool": "cephscope-p"} in \
-        site.undo.entries()
+    pool = "cephscope-rep1-cephfs-data"
+    assert ("fs add_data_pool", {"fs_name": "cephfs", "pool": pool}) in mon.calls
+    assert {"kind": "cephfs_data_pool", "fs": "cephfs", "pool": pool} in site.undo.entries()
     fuse = [a for a in host.calls if a[0] == "ceph-fuse"]
     assert len(fuse) == 2 and "--client_fs=cephfs" in fuse[0]
     # two mounts of one client name: no pid file or admin socket from the conf
     assert "--pid_file=" in fuse[0] and "--admin_socket=" in fuse[0]
     base = f"{site.mountpoint(site.clients[0], 0)}/cephscope-r1-s1"
     layout = next(a for a in host.calls if a[0] == "python3")
-    assert layout[-2:] == [base, "cephscope-p"] and "ceph.dir.layout.pool" in layout[2]
+    assert layout[-2:] == [base, pool] and "ceph.dir.layout.pool" in layout[2]
     assert driver.endpoints(site.clients[0])[1].path == \
         f"{site.mountpoint(site.clients[0], 1)}/cephscope-r1-s1/c1-1"
     assert driver.remove() == []
@@ -173,9 +174,10 @@ def test_a_filesystem_is_made_from_cephfs_pools_when_there_is_none(tmp_path: Pat
     site = _site(tmp_path, "cephfs-fuse", (), mon, {"cephfs_data": "d", "cephfs_metadata": "m"},
                  ensure_pool=ensure_pool)
     fs = ensure_filesystem(site)
-    assert fs.name == "cephscope" and made == [("m", "cephfs", "cephfs-metadata")]
+    assert fs.name == "cephscope" and made == [("m", "cephfs", "cephfs-metadata"),
+                                               ("d", "cephfs", "cephfs-data")]
     assert ("fs new", {"fs_name": "cephscope", "metadata": "cephscope-m-cephfs-metadata",
-                       "data": "cephscope-p"}) in mon.calls
+                       "data": "cephscope-d-cephfs-data"}) in mon.calls
     assert site.undo.entries() == [{"kind": "filesystem", "fs": "cephscope"}]
     assert undo_all(site.undo, lambda n: ScriptedHost(n), mon, (RuntimeError,)) == []
     assert [p for p, _a in mon.calls[-2:]] == ["fs fail", "fs rm"] and mon.fs == {}

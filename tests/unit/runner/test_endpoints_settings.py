@@ -67,8 +67,8 @@ def test_each_step_carries_its_section_and_the_pools_it_implies(tmp_path: Path) 
     assert rbd_step.params["endpoint"]["name"] == "rbd"
     # the section's pools are the step's: the image pool and the EC data pool
     assert rbd_step.pool_profile == "rep1" and rbd_step.params["data_pool_profile"] == "ec21"
-    # CephFS: the data pool comes from cephfs_pools, and the step knows both profiles
-    assert fs_step.pool_profile == "rep1"
+    # CephFS: the filesystem's pools (its driver makes them), the step knows both profiles
+    assert fs_step.pool_profile is None
     assert fs_step.params["cephfs_pools"] == {"cephfs_data": "rep1", "cephfs_metadata": "rep1"}
     assert "data_pool_profile" not in fs_step.params
 
