@@ -2,9 +2,10 @@
 every client; a process per target slot (`concurrent_procs`, round robin over the paths).
 
 Before anything changes every path is probed on every client (reads only) and refused when it
-is mounted or held by the kernel (an exclusive open fails with EBUSY), locked by a process (a
-BlueStore OSD holds an exclusive flock on its device or block file: any OSD on the host, of
-any cluster), named in the `osd metadata` of an OSD on the same host, or neither a block
+is in exclusive use (an exclusive open fails with EBUSY: mounted, held by the kernel, or open
+exclusively by a process, as a BlueStore OSD opens its device), locked by a process (BlueStore
+also holds an exclusive flock on its device or block file: any OSD on the host, of any
+cluster), named in the `osd metadata` of an OSD on the same host, or neither a block
 device nor a regular file. A file that does not exist is made by the benchmark (its prefill)
 and removed after the step; one that exists is written over, as CBT does.
 """
@@ -96,7 +97,8 @@ def path_problem(found: Mapping[str, Any], places: Mapping[str, set[str]]) -> st
     if found.get("error"):
         return f"{where}: cannot be probed: {found['error']}"
     if found.get("busy"):
-        return f"{where}: mounted or held by the kernel (an exclusive open is refused)"
+        return (f"{where}: in exclusive use (an exclusive open is refused: mounted, held by "
+                "the kernel, or open by a process such as a BlueStore OSD)")
     if found.get("locked"):
         return f"{where}: locked by a process (a BlueStore OSD locks its device and block file)"
     used = places.get(str(found.get("host")), set())

@@ -3,6 +3,7 @@ from its head node), one per endpoint and client, and removed after the step."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -10,6 +11,8 @@ from cephscope.runner.benchmarks.base import BenchContext, BenchmarkError
 from cephscope.runner.benchmarks.toolproc import resolve_tool, run_quick
 
 RBD_SECONDS = 300.0
+# a watch of a client that went away without closing the image lasts this long
+WATCH_TIMEOUT_SECONDS = 35.0
 
 
 @dataclass
@@ -38,10 +41,23 @@ class RbdImages:
         return self._rbd("create", "--size", f"{self.size_mib}M", "--object-size",
                          str(1 << self.order), *data_pool, f"{self.pool}/{image}")
 
+    def remove_leftover(self, spec: str) -> None:
+        """A leftover of an interrupted attempt of this same step removed: its last client
+        (a FUSE daemon just unmounted, a killed fio) may still watch it for a moment, and a
+        crashed one until its watch times out (30 s)."""
+        deadline = time.monotonic() + WATCH_TIMEOUT_SECONDS
+        while True:
+            problem = self._run(self._rbd("rm", "--no-progress", spec), "rbd rm")
+            if problem is None or "has watchers" not in problem:
+                return
+            if time.monotonic() > deadline:
+                raise BenchmarkError(f"{spec} is left from an interrupted attempt and still "
+                                     f"open elsewhere: {problem}")
+            time.sleep(1.0)
+
     def create(self, image: str) -> None:
         spec = f"{self.pool}/{image}"
-        # a leftover of an interrupted attempt of this same step: start clean
-        self._run(self._rbd("rm", "--no-progress", spec), "rbd rm")
+        self.remove_leftover(spec)
         self.created.append(image)
         problem = self._run(self.create_argv(image), "rbd create")
         if problem is not None:

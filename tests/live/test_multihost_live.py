@@ -27,6 +27,7 @@ from cephscope.deploy.procs import proc_cmdline, terminate
 from cephscope.runner.clients import close_clients, ssh_control_dir
 from cephscope.runner.hostexec import SshHost
 from cephscope.runner.report.build import write_report
+from cephscope.runner.report.fio_series import step_series_of
 from tests.live.cluster_checks import shard_counts
 
 from .sweep_kill import run_sweep_until_step_then_kill
@@ -297,7 +298,7 @@ benchmarks:
     client_endpoints: images
     mode: randwrite
     bs: 4k
-    total_iodepth: [2, 8]
+    total_iodepth: [1, 8]
     size: 32
     time: 5
     time_based: true
@@ -317,8 +318,8 @@ def test_fio_on_librbd_endpoints_of_both_clients_with_its_report(
     proc = subprocess.run(
         sweep_argv(str(spec), "--devcluster", str(multihost.state_dir), "--results-dir",
                    str(results), "--metrics-port", str(multihost_stack.runner_port),
-                   "--metrics-linger", "6", "--prometheus-url", multihost_stack.prometheus_url,
-                   "--idle-baseline", "0"),
+                   "--prometheus-url", multihost_stack.prometheus_url, "--metrics-linger", "0",
+                   "--idle-baseline", "0", "--quiet-gap", "0", "--no-drop-caches"),
         capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     steps = json.loads((results / "run.json").read_text())["steps"]
@@ -329,8 +330,8 @@ def test_fio_on_librbd_endpoints_of_both_clients_with_its_report(
         (agg,) = result["results"]
         assert sorted(agg["clients"]) == ["client1", "client2"]
         assert all(r["iops"] > 0 for r in agg["clients"].values())
-        # total_iodepth 2 per client: one endpoint at depth 2; 8: two at 4
-        depths = {2: [2], 8: [4, 4]}[s["params"]["total_iodepth"]]
+        # total_iodepth 1 per client: one of its two endpoints runs, at depth 1; 8: both at 4
+        depths = {1: [1], 8: [4, 4]}[s["params"]["total_iodepth"]]
         assert agg["extra"]["endpoint"]["iodepths"] == depths
         logs = {p.name.split("_")[0] for p in step_dir.glob("*_iops.1.log")}
         assert logs == {f"fio-randwrite.client{c}.{i}" for c in (1, 2)
@@ -341,6 +342,9 @@ def test_fio_on_librbd_endpoints_of_both_clients_with_its_report(
     assert not list((results / "client-work").rglob("*.log"))  # taken off the clients
     report = write_report(results, multihost_stack.prometheus_url)
     assert len([p for p in report.plots if p.name.startswith("fio-series-")]) == 2
+    for row in report.rows:  # fio's series beside the OSDs' op rate Prometheus recorded
+        found = step_series_of(row, results)
+        assert found is not None and len(found.fio_iops) >= 3 and found.osd_ops, row.step.id
     listed = subprocess.run(["rbd", "-c", str(multihost.conf_path), "ls", "rbd"],
                             capture_output=True, text=True, check=True).stdout.split()
     assert not [i for i in listed if i.startswith("cephscope-") and i != "cephscope-img"]

@@ -52,7 +52,7 @@ def test_probe_and_problems_of_real_paths(tmp_path: Path) -> None:
 def test_a_block_device_held_or_mounted_is_refused() -> None:
     found = {"path": "/dev/sdz", "host": "h", "kind": "block", "name": "sdz", "busy": True,
              "locked": False, "real": "/dev/sdz"}
-    assert "mounted or held by the kernel" in str(path_problem(found, {}))
+    assert "in exclusive use" in str(path_problem(found, {}))
     found["busy"] = False
     assert path_problem(found, {}) is None
     assert "an OSD of this cluster" in str(path_problem(found, {"h": {"sdz"}}))
