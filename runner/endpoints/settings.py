@@ -37,6 +37,16 @@ KERNEL_MODULES: Mapping[str, str] = {
     "cephfs-kernel": "ceph",
 }
 DRIVERS = (*USERSPACE_DRIVERS, *KERNEL_MODULES)
+# what each driver makes on the cluster and the clients for a step (said by --dry-run)
+DRIVER_ACTIONS: Mapping[str, str] = {
+    "librbd": "RBD images (rbd create here)",
+    "rbd-fuse": "RBD images, an rbd-fuse mount per image on its client",
+    "cephfs-fuse": "a ceph-fuse mount per endpoint on each client, a directory in the CephFS",
+    "rbd-kernel": "RBD images, rbd device map + mkfs.xfs + mount on each client",
+    "rbd-nbd": "RBD images, rbd-nbd map + mkfs.xfs + mount on each client",
+    "rbd-tcmu": "RBD images, a targetcli user:rbd LUN + mkfs.xfs + mount on each client",
+    "cephfs-kernel": "a kernel CephFS mount per endpoint on each client",
+}
 RBD_DRIVERS = ("librbd", "rbd-fuse", "rbd-kernel", "rbd-nbd", "rbd-tcmu")
 CEPHFS_DRIVERS = ("cephfs-fuse", "cephfs-kernel")
 # CBT's S3 endpoints drive its hsbench benchmark, not fio.
