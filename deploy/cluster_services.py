@@ -3,9 +3,10 @@
 cluster's last port, on the first host's public address) with a user `cephscope` that has S3
 keys and a Swift subuser `cephscope:swift`, written to `rgw.json`.
 
-They are made after the OSDs (their pools need them) and started after them on a later `up`;
-the coordinator (deploy/devcluster.py) decides when, this part does the work. Daemons start
-through the injected `DaemonPlacement`, like the others.
+Their keys, pools and filesystem need only the mon (`prepare`, done while the OSDs are made);
+the daemons start after the OSDs, on a new cluster and on a later `up`. The coordinator
+(deploy/devcluster.py) decides when, this part does the work; daemons start through the
+injected `DaemonPlacement`, like the others.
 """
 
 from __future__ import annotations
@@ -62,12 +63,12 @@ class ClusterServices:
     def rgw_endpoint(self) -> str:
         return f"http://{self.layout.rgw_addr}:{self.layout.rgw_port}"
 
-    def create(self) -> None:
-        """Keys, pools and the filesystem; then the daemons; then the gateway's user."""
+    def prepare(self) -> None:
+        """Keys, pools and the filesystem: the mon is all they need (their PGs become active
+        once OSDs exist)."""
         layout = self.layout
         if not layout.service_names():
             return
-        t0 = time.monotonic()
         # Two waves (ClusterCommands.mon_waves): what needs nothing but the mon, then what
         # needs the pools.
         first: list[dict[str, Any]] = []
@@ -96,10 +97,16 @@ class ClusterServices:
         answers = self.commands.mon_waves([first, then])
         for index, keyring in keyrings.items():
             write_keyring(keyring, first[index]["entity"], answers[0][index])
+
+    def create(self) -> None:
+        """After `prepare` and once the OSDs are up: the daemons, then the gateway's user."""
+        if not self.layout.service_names():
+            return
+        t0 = time.monotonic()
         self.start()
-        if layout.rgw:
+        if self.layout.rgw:
             self.create_rgw_user()
-        self._log(f"devcluster: {' and '.join(layout.service_names())} up "
+        self._log(f"devcluster: {' and '.join(self.layout.service_names())} up "
                   f"({time.monotonic() - t0:.1f}s)")
 
     def start(self) -> None:

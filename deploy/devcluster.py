@@ -336,8 +336,9 @@ class DevCluster:
         state = bootstrap.new_state(backing)  # recorded before anything starts
         if self.parts.hosts is not None:
             self.parts.hosts.up_network()
-        bootstrap.create(state)
-        self.parts.services.create()
+        services = self.parts.services
+        bootstrap.create(state, with_the_mon=services.prepare)
+        services.create()
         if self.parts.hosts is not None:
             self.parts.hosts.start_services()
 

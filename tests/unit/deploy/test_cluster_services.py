@@ -78,7 +78,7 @@ def test_service_pools_are_small_and_keys_go_to_keyrings_in_the_data_dirs(tmp_pa
     layout = ClusterLayout.resolve(tmp_path / "c", mds=True, rgw=True)
     _, services = parts(layout, journal)
     layout.state_dir.mkdir(parents=True)
-    services.create()
+    services.prepare()
     creates = [c for _, _, c in journal.mon_commands("osd pool create")]
     assert len(creates) == 9
     assert all((c["pg_num"], c["pgp_num"], c["pool_type"]) == (8, 8, "replicated") for c in creates)

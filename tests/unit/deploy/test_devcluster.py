@@ -209,10 +209,10 @@ def test_up_with_mds_and_rgw_starts_them_after_the_osds_and_waits_for_each(tmp_p
     starts = [e[1] for e in journal.kinds("start")]
     assert starts[:2] == ["mon.a", "mgr.x"] and sorted(starts[2:5]) == list(OSDS)
     assert starts[5:] == list(SERVICES)
-    # their keys, pools and filesystem in one batch of two waves, once the OSDs are up and
-    # the benchmark pools exist
+    # their keys, pools and filesystem in one batch of two waves, once the mon is up (while
+    # the OSDs are made: the mon is all they need)
     (batch, (first, then)), = journal.mon_waves()
-    assert batch > max(journal.index("wait_osds_up", (0, 1, 2)), ceph_runs(journal, "create", "rbd")[0])
+    assert journal.indices("start", lambda e: e[1] == "mon.a")[0] < batch
     pools = [c["pool"] for c in first if c["prefix"] == "osd pool create"]
     assert sorted(pools) == sorted(["cephfs_metadata", "cephfs_data", ".rgw.root", "default.rgw.log",
                                     "default.rgw.control", "default.rgw.meta",
