@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from cephscope.runner.benchmarks.base import BenchContext, BenchmarkError
 from cephscope.runner.endpoints.settings import EndpointSpec
@@ -141,9 +141,3 @@ class Driver(abc.ABC):
         if ctx.cluster.keyring_path is not None:
             env["CEPH_ARGS"] = f"--keyring={ctx.cluster.keyring_path}"
         return env
-
-
-def check_result(value: Any, what: str) -> Any:
-    if value is None:
-        raise BenchmarkError(f"{what}: no answer")
-    return value
