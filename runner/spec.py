@@ -29,7 +29,13 @@ from typing import Any
 
 import yaml
 
-from cephscope.runner.axes import axes_product
+from cephscope.runner.benchmark_params import INJECTED, step_params
+from cephscope.runner.endpoints.settings import (
+    CephfsPools,
+    EndpointSpec,
+    parse_cephfs_pools,
+    parse_client_endpoints,
+)
 from cephscope.runner.recovery import RecoverySpec, parse_recovery
 from cephscope.runner.search.settings import AdaptiveIterations, parse_iterations, parse_search
 from cephscope.runner.spec_checker import (
@@ -37,6 +43,8 @@ from cephscope.runner.spec_checker import (
     dotted,
 )
 from cephscope.runner.spec_safety import ssh_option_problem, sysctl_problem
+from cephscope.runner.workloads import KEY as WORKLOADS_KEY
+from cephscope.runner.workloads import parse_workloads
 
 # Keys in CBT's `cluster:` section that build or describe a cluster cephscope does not manage:
 # accepted (so a CBT file loads as it is) with one warning line each.
@@ -59,7 +67,7 @@ CBT_CLUSTER_KEYS_IGNORED = frozenset(
 # `cluster:` keys cephscope acts on.
 CLUSTER_KEYS_USED = frozenset(
     {"use_existing", "iterations", "pool_profiles", "erasure_profiles", "conf_file", "clusterid",
-     "osd_ra", "recovery_test",
+     "osd_ra", "recovery_test", "cephfs_pools",
      # where things run (CBT's names), and how the runner reaches them over SSH (cephscope's)
      "head", "clients", "osds", "mons", "user",
      "ssh_config", "ssh_port", "ssh_identity_file", "ssh_options"}
@@ -75,9 +83,9 @@ OSD_ID_PLACEHOLDER = "{id}"
 TOP_KEYS = frozenset(
     {"cluster", "benchmarks", "pool_profiles", "erasure_profiles", "iterations", "ceph_config",
      "restart", "name", "description", "search", "osd_ra", "block_queue", "sysctl",
-     "recovery_test", "devcluster"}
+     "recovery_test", "devcluster", "client_endpoints"}
 )
-TOP_KEYS_CBT_IGNORED = frozenset({"monitoring_profiles", "client_endpoints"})
+TOP_KEYS_CBT_IGNORED = frozenset({"monitoring_profiles"})
 
 # Benchmark parameters CBT knows but cephscope does not act on (warned, then dropped).
 CBT_BENCHMARK_KEYS_IGNORED = frozenset(
@@ -93,12 +101,14 @@ CBT_BENCHMARK_KEYS_IGNORED = frozenset(
         "vol_order", "pgs", "pgs_per_pool", "total_iodepth", "recov_pool_profile",
         "recov_pool_name", "wait_pgautoscaler_timeout", "fio_cpu_set", "procs_per_client",
         "iterations", "acceptable", "concurrent_procs", "rbdname",
+        # CBT's rawfio example: a client-side filesystem it no longer makes
+        "use_dir", "client_dir", "client_dev", "client_mkfs", "client_fs",
     }
 )
 # CBT benchmarks cephscope does not have: refused, naming the ones it has.
 CBT_BENCHMARKS_MISSING = frozenset(
-    {"rbdfio", "kvmrbdfio", "rawfio", "hsbench", "cosbench", "getput", "nullbench",
-     "cephtestrados", "fio", "smallfile", "std_fio", "stdfiobench", "elbencho", "cephfsfio"}
+    {"rbdfio", "kvmrbdfio", "hsbench", "cosbench", "getput", "nullbench",
+     "cephtestrados", "smallfile", "std_fio", "stdfiobench", "elbencho", "cephfsfio"}
 )
 # Parameter every benchmark accepts: the pool profile the step runs on (an axis if a list).
 COMMON_BENCHMARK_KEYS = frozenset({"pool_profile"})
@@ -225,6 +235,9 @@ class Spec:
     # CBT's per-benchmark `idle_monitor_sleep`: cephscope records one idle window at run start,
     # as long as the longest one asked for (the `--idle-baseline` flag overrides it)
     idle_baseline_seconds: float | None = None
+    # CBT's top-level client_endpoints sections by name, and cluster.cephfs_pools
+    client_endpoints: dict[str, EndpointSpec] = field(default_factory=dict)
+    cephfs_pools: CephfsPools | None = None
 
     def line_of(self, path: tuple[Any, ...]) -> int | None:
         # Fall back to the closest enclosing key that has a line.
@@ -248,6 +261,9 @@ class Spec:
             **({"sysctl_on": self.sysctl_on} if self.sysctl_on else {}),
             **({"recovery_test": self.recovery.to_dict()} if self.recovery else {}),
             **({"devcluster": {"release": list(self.releases)}} if self.releases else {}),
+            **({"client_endpoints": {n: e.to_dict() for n, e in self.client_endpoints.items()}}
+               if self.client_endpoints else {}),
+            **({"cephfs_pools": self.cephfs_pools.to_dict()} if self.cephfs_pools else {}),
             "benchmarks": self.benchmarks,
             "pool_profiles": {n: p.to_dict() for n, p in self.pool_profiles.items()},
             "restart": {
@@ -490,6 +506,12 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
             if profile is not None:
                 spec.pool_profiles[profile.name] = profile
 
+    spec.client_endpoints = parse_client_endpoints(c, ("client_endpoints",),
+                                                   data.get("client_endpoints"),
+                                                   spec.pool_profiles)
+    spec.cephfs_pools = parse_cephfs_pools(c, ("cluster", "cephfs_pools"),
+                                           cluster.get("cephfs_pools"), spec.pool_profiles)
+
     # ceph_config: option -> scalar or axis list
     cc = c.mapping(("ceph_config",), data.get("ceph_config"))
     for option, value in cc.items():
@@ -538,6 +560,19 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
                         c.error((*pk, i) if isinstance(value, list) else pk, n,
                                 "no such pool profile (define it under pool_profiles)")
                 kept[key] = value
+            elif key == "client_endpoints" and key in accepted:
+                names = c.axis_values(pk, value, (str,))
+                for i, n in enumerate(names or []):
+                    if n not in spec.client_endpoints:
+                        c.error((*pk, i) if isinstance(value, list) else pk, n,
+                                "no such client_endpoints section")
+                kept[key] = value
+            elif key == WORKLOADS_KEY and key in accepted:
+                block = parse_workloads(c, pk, value, accepted)
+                if block is not None:
+                    kept[key] = block
+            elif key in INJECTED:
+                c.error(pk, value, f"unknown {bname} parameter (set by cephscope itself)")
             elif key == "prefill" and isinstance(value, dict) and "prefill" in accepted:
                 # CBT's form: fio options of its prefill job; cephscope prefills its own way
                 c.warn(pk, f"CBT {bname} prefill options {sorted(value)} are not used; "
@@ -590,12 +625,13 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
     for bname, params in spec.benchmarks.items():
         cls = benchmark_classes[bname]
         seen: set[str] = set()
-        for combo in axes_product(params):
+        for each in step_params(params, spec.client_endpoints, spec.cephfs_pools):
+            combo = each.params
             for problem in cls.validate(combo) or []:
                 if problem in seen:  # the same problem in every combination: said once
                     continue
                 seen.add(problem)
-                shown = {k: v for k, v in combo.items() if isinstance(params.get(k), list)}
+                shown = {k: v for k, v in combo.items() if k in each.axes or k == "workload"}
                 c.problems.append(f"{spec.where(('benchmarks', bname))}: benchmarks.{bname}"
                                   f"{' ' + repr(shown) if shown else ''}: {problem}")
     if c.problems:

@@ -28,10 +28,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from cephscope.runner import cluster_erasure_profiles
-from cephscope.runner.benchmarks.base import Benchmark
+from cephscope.runner.benchmarks.base import Benchmark, PreflightAccess
 from cephscope.runner.cephclient import CephError, CephTarget
 from cephscope.runner.clients import ClientsError, close_clients, require_reachable
 from cephscope.runner.dry_run import change_lines
+from cephscope.runner.endpoints.undo import UndoLog, undo_all
+from cephscope.runner.hostexec import HostExecError
 from cephscope.runner.metadata_names import metadata_problems
 from cephscope.runner.options import SweepOptions
 from cephscope.runner.planning import (
@@ -49,7 +51,7 @@ from cephscope.runner.results import ResultsError, RunDir, make_run_id
 from cephscope.runner.search import live as live_search
 from cephscope.runner.signals import Interrupted
 from cephscope.runner.spec import Spec, SpecError, load_spec
-from cephscope.runner.sweep_run import SweepError, SweepRun
+from cephscope.runner.sweep_run import SweepError, SweepRun, endpoint_host_for
 from cephscope.runner.wiring import ClusterParts, Collaborators, Wire, WiringError
 
 __all__ = ["Interrupted", "Plan", "Sweep", "SweepError", "SweepOptions", "benchmark_registry"]
@@ -145,12 +147,15 @@ class Sweep:
             self._resume_restart(parts, cluster)  # before the plan reads every OSD's values
             # a search's steps are decided as it goes: plan over the whole grid
             plan = planner.plan(spec) if searches(spec) else planner.plan(spec, steps)
+            self._preflight(plan, parts, cluster)
+            self._resume_mounts(rd, parts, cluster)
             done = sum(1 for s in steps if rd.is_done(s))
             self.log(f"resuming run {rd.run_id}: {done}/{len(steps)} steps already done")
             self._look_up_erasure_profiles(spec, plan, parts, cluster)
         else:
             plan = planner.plan(spec)
             self._look_up_erasure_profiles(spec, plan, parts, cluster)
+            self._preflight(plan, parts, cluster)
             rd = self._create_run_dir(spec, spec_text, plan)
         run = SweepRun(self.opts, self.benchmarks, self._wired, self.log)
         return run.execute(spec, plan, rd, parts, cluster)
@@ -217,6 +222,41 @@ class Sweep:
             close_clients(parts.clients, parts.ssh_control_dir)
             raise SweepError("refusing the cluster's osd metadata (nothing was run on any "
                              "host or changed on the cluster): " + "; ".join(problems))
+
+    def _preflight(self, plan: Plan, parts: Collaborators, cluster: ClusterParts) -> None:
+        """Each benchmark's reads of the cluster and clients before anything changes (a kernel
+        module a client endpoint needs, a CephFS to use): a problem refuses the sweep."""
+        access = PreflightAccess(tuple(parts.clients), cluster.cli.command)
+        problems: list[str] = []
+        for name, cls in self.benchmarks.items():
+            params = [s.params for s in plan.steps if s.benchmark == name]
+            if not params:
+                continue
+            try:
+                problems += cls.preflight(params, access)
+            except (CephError, HostExecError) as exc:
+                problems.append(f"{name}: {exc}")
+        if problems:
+            cluster.cli.close()
+            close_clients(parts.clients, parts.ssh_control_dir)
+            raise SweepError("refused before any change: " + "; ".join(problems))
+
+    def _resume_mounts(self, rd: RunDir, parts: Collaborators, cluster: ClusterParts) -> None:
+        """Mounts a killed run left on its clients (its step's endpoints): unmounted before
+        the step runs again. The run's CephFS changes stay: the rest of the run uses them."""
+        changes = UndoLog(load=lambda: list(rd.journal().endpoints),
+                          store=lambda entries: rd.record(endpoints=entries))
+        left = [e["path"] for e in changes.entries() if e["kind"] == "mount"]
+        if not left:
+            return
+        self.log(f"the previous run left {len(left)} mount(s): unmounting {', '.join(left)}")
+        problems = undo_all(changes, endpoint_host_for(parts), cluster.cli.command, (CephError,),
+                            kinds=("mount",))
+        if problems:
+            cluster.cli.close()
+            close_clients(parts.clients, parts.ssh_control_dir)
+            raise SweepError("the previous run left mounts that could not be unmounted: "
+                             + "; ".join(problems))
 
     def _restarting_osds(self) -> list[int]:
         if self.run_dir is None:

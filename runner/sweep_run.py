@@ -22,6 +22,7 @@ from cephscope.runner.cephclient import (
 )
 from cephscope.runner.clients import close_clients
 from cephscope.runner.environment import capture as capture_environment
+from cephscope.runner.hostexec import HostExec, LocalHost
 from cephscope.runner.hygiene import HygieneOptions, quiet_gap_for
 from cephscope.runner.knobs.ceph_config import ConfigSnapshot
 from cephscope.runner.options import SweepOptions
@@ -48,6 +49,18 @@ Rewire = Callable[[Spec, CephTarget], Collaborators]
 
 class SweepError(RuntimeError):
     """The sweep cannot go on (said to the user as it is)."""
+
+
+def endpoint_host_for(parts: Collaborators) -> Callable[[str], HostExec]:
+    """A client by the name a client endpoint's journal entry gives it ("local": here)."""
+    by_name = {c.name: c for c in parts.clients}
+
+    def host_for(name: str) -> HostExec:
+        if name == "local":
+            return LocalHost()
+        return by_name.get(name) or parts.host_for(name)
+
+    return host_for
 
 
 @dataclass
@@ -194,7 +207,7 @@ class SweepRun:
 
         return Restore(rd, run.changes, o.keep_pools, self.log, self.failed, run.metrics,
                        run.runner.pending_cleanup, after, o.restore_timeout_seconds,
-                       o.restore_grace_seconds)
+                       o.restore_grace_seconds, host_for=endpoint_host_for(parts))
 
     def _pull(self, rd: RunDir, steps: list[Step], final: bool) -> None:
         o = self.opts

@@ -4,6 +4,7 @@ The runner drives one `Benchmark` instance per step:
 
     bench = BENCHMARKS[name](params)      # params: this step's resolved benchmark parameters
     bench.prepare(ctx)                    # e.g. create/fill objects, check the rbd image
+    bench.precondition(ctx)               # e.g. CBT's precondition workload (phase tagged)
     for mode in bench.modes():            # e.g. ["write", "seq"] for rados bench
         ctx.set_mode(mode)                # runner tags the phase (cephscope_step_info{mode=...})
         raw_files = bench.run(mode, ctx)  # runs the real tool (argv lists only), writes raw output
@@ -79,6 +80,14 @@ class BenchContext:
     clients: Sequence[HostExec] = ()
     # Set from elsewhere (a failed recovery test): the running tools are stopped at once.
     abort: threading.Event | None = None
+    # the cluster's mon commands (`ceph <prefix>` with arguments -> JSON), for benchmarks
+    # whose endpoints change the cluster (a CephFS data pool); None: not handed in
+    ceph: Callable[..., Any] | None = None
+    # (pool profile, application, role) -> the pool made or reused for it (the run's pools)
+    ensure_pool: Callable[[str, str, str], str] | None = None
+    # the run's journal of what a step's endpoints changed beyond the run dir (mounts, CephFS)
+    undo: Any = None
+    log: Callable[[str], None] = lambda line: None
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,15 @@ def fan_out(*feeds: Callable[[str], None]) -> Callable[[str], None]:
         for each in feeds:
             each(chunk)
     return feed
+
+
+@dataclass(frozen=True)
+class PreflightAccess:
+    """What a benchmark's preflight may read: the clients (empty: this machine) and the
+    cluster's mon commands."""
+
+    clients: Sequence[HostExec] = ()
+    ceph: Callable[..., Any] | None = None
 
 
 @dataclass
@@ -183,8 +201,34 @@ class Benchmark(abc.ABC):
     def modes(self) -> Sequence[str]:
         """The modes this step runs, in order (e.g. write then seq)."""
 
+    @classmethod
+    def needs_pool(cls, params: Mapping[str, Any]) -> bool:
+        """Whether a step with these params runs on a pool of its own (made when missing)."""
+        return True
+
+    @classmethod
+    def application(cls, params: Mapping[str, Any]) -> str:
+        """The application of the pools a step with these params runs on."""
+        return cls.pool_application
+
+    @classmethod
+    def preflight(cls, steps: Sequence[Mapping[str, Any]], access: PreflightAccess) -> list[str]:
+        """Problems that refuse the sweep before anything changes, from reads of the cluster
+        and the clients (e.g. a kernel module a driver needs); one line each."""
+        return []
+
     def prepare(self, ctx: BenchContext) -> None:  # noqa: B027 - optional hook
         """Set up before the first mode runs."""
+
+    @property
+    def has_precondition(self) -> bool:
+        """Whether `precondition` runs anything for this step."""
+        return False
+
+    def precondition(self, ctx: BenchContext) -> list[Path]:
+        """Run a preconditioning workload after `prepare` (the runner tags its phase); the
+        files it wrote."""
+        return []
 
     @abc.abstractmethod
     def run(self, mode: str, ctx: BenchContext) -> list[Path]:

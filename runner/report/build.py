@@ -22,6 +22,7 @@ from cephscope.runner.clients import per_client_rows
 from cephscope.runner.recovery import phase_key
 from cephscope.runner.report.curve_plots import plot_response_curves
 from cephscope.runner.report.curves import curves_table, response_curves, write_curve_data
+from cephscope.runner.report.fio_series import plot_fio_series
 from cephscope.runner.report.hosts import Table, blamed_place, device_table, nic_table
 from cephscope.runner.report.hosts import client_table as step_client_table
 from cephscope.runner.report.plots import plot_axes, plot_cores, plot_heatmaps, plot_thread_groups
@@ -481,6 +482,7 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
         out = run_dir / PLOT_DIR
         plot_paths = (plot_axes(rows, out) + plot_heatmaps(rows, out)
                       + plot_thread_groups(rows, out) + plot_cores(rows, out))
+        plot_paths += plot_fio_series(rows, run_dir, out)
     steps_total = len({r.step.id for r in rows})
     steps_done = len({r.step.id for r in rows if r.status == "done"})
     # rows with raw scrapes use no rate window: name it only for rows that rest on one

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
+import sys
+import textwrap
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
+
+import pytest
 
 from cephscope.runner.benchmarks.base import (
     BenchContext,
@@ -329,3 +335,102 @@ class Recorder:
     def stop(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+# Stand-in for the tools a benchmark runs (fio, rbd, ...): records argv and CEPH_CONF in
+# $FAKE_LOG; fio replays the real capture $FAKE_FIO_CAPTURE on stdout and, asked for logs
+# (--write_iops_log=PREFIX), copies the real logs in $FAKE_FIO_LOGS under PREFIX; the others
+# succeed silently. $FAKE_FIO_FAIL makes fio fail as fio does without its image.
+FAKE_TOOL = textwrap.dedent(
+    """\
+    #!{python}
+    import glob, os, re, shutil, sys, time
+    with open(os.environ["FAKE_LOG"], "a") as log:
+        log.write(os.path.basename(sys.argv[0]) + " " + " ".join(sys.argv[1:]) + " CEPH_CONF="
+                  + os.environ.get("CEPH_CONF", "") + "\\n")
+    if os.path.basename(sys.argv[0]) == "fio":
+        if os.environ.get("FAKE_FIO_FAIL"):
+            sys.stderr.write("rbd_open failed.\\nfio_rbd_connect failed.\\n")
+            sys.exit(1)
+        for arg in sys.argv[1:]:
+            if arg.startswith("--write_iops_log=") and os.environ.get("FAKE_FIO_LOGS"):
+                prefix = arg.split("=", 1)[1]
+                for path in glob.glob(os.path.join(os.environ["FAKE_FIO_LOGS"], "*.log")):
+                    kind = re.search(r"_([a-z]+\\.[0-9]+\\.log)$", path).group(1)
+                    shutil.copy(path, prefix + "_" + kind)
+        data = open(os.environ["FAKE_FIO_CAPTURE"]).read()
+        for i in range(0, len(data), 20000):
+            sys.stdout.write(data[i:i + 20000]); sys.stdout.flush(); time.sleep(0.01)
+    """
+)
+
+
+def install_fake_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                       names: Sequence[str]) -> Path:
+    """FAKE_TOOL as each of `names`, first on PATH; calls logged in tmp_path/calls.log."""
+    from tests.unit.bench_golden import TOOLS_DIR
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    for name in names:
+        script = bindir / name
+        script.write_text(FAKE_TOOL.format(python=sys.executable))
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "calls.log"))
+    monkeypatch.setenv("FAKE_FIO_CAPTURE",
+                       str(TOOLS_DIR / "fio-3.33-rbd-randread-4k-qd16-status1.jsonplus"))
+    return bindir
+
+
+class ScriptedHost:
+    """A HostExec whose commands are answered by `answer(argv) -> (returncode, stdout)`; every
+    argv it was asked to run is kept in `calls` (nothing is run)."""
+
+    def __init__(self, name: str,
+                 answer: Callable[[list[str]], tuple[int, bytes]] = lambda argv: (0, b"")
+                 ) -> None:
+        self.name = name
+        self.answer = answer
+        self.calls: list[list[str]] = []
+
+    def argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+        return list(argv)
+
+    def run(self, argv: Sequence[str], *, timeout: float, input: bytes | None = None,
+            check: bool = True, env: Mapping[str, str] | None = None) -> Any:
+        import subprocess
+
+        from cephscope.runner.hostexec import HostExecError
+
+        self.calls.append(list(argv))
+        code, out = self.answer(list(argv))
+        if check and code != 0:
+            raise HostExecError(f"{self.name}: {' '.join(argv)} failed ({code})")
+        return subprocess.CompletedProcess(list(argv), code, out, b"")
+
+    def popen(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
+              **kwargs: Any) -> Any:
+        raise NotImplementedError("ScriptedHost runs no processes")
+
+
+class MountTable:
+    """What a ScriptedHost's mount commands do to its mount table: `mount`-like tools add
+    their last argument, `umount` removes it, `mountpoint -q` asks it."""
+
+    MOUNTERS = ("ceph-fuse", "rbd-fuse", "mount")
+
+    def __init__(self) -> None:
+        self.mounted: set[str] = set()
+
+    def __call__(self, argv: list[str]) -> tuple[int, bytes]:
+        program = argv[0]
+        if program == "mountpoint":
+            return (0 if argv[-1] in self.mounted else 1), b""
+        if program == "umount":
+            self.mounted.discard(argv[-1])
+            return 0, b""
+        if program in self.MOUNTERS:
+            # `mount -t ceph :/ MP -o ...` names the mountpoint before its options
+            self.mounted.add(argv[argv.index(":/") + 1] if ":/" in argv else argv[-1])
+        return 0, b""

@@ -101,6 +101,11 @@ def test_only_declared_load_parameters_are_load_axes() -> None:
     assert set(BENCHMARKS["radosbench"].load_parameters) == {"concurrent_ops",
                                                              "concurrent_procs"}
     assert "iodepth" in BENCHMARKS["librbdfio"].load_parameters
+    # CBT's fio: per-job queue depth and the client's total alike
+    assert {"iodepth", "total_iodepth", "procs_per_endpoint"} <= set(
+        BENCHMARKS["fio"].load_parameters)
+    assert load_axes([_row({"fio.total_iodepth": d, "fio.client_endpoints": "rbd"}, 1.0, 1.0,
+                           benchmark="fio").step for d in (1, 4)]) == ["fio.total_iodepth"]
     steps = [r.step for r in (
         _row({"librbdfio.iodepth": 1, "librbdfio.op_size": 4096}, 1.0, 1.0),
         _row({"librbdfio.iodepth": 4, "librbdfio.op_size": 65536}, 1.0, 1.0),

@@ -101,13 +101,13 @@ def test_cbt_documented_keys_are_never_rejected() -> None:
 
 
 @pytest.mark.parametrize(("name", "benchmark"), [
-    ("example-kvmrbdfio.yaml", "kvmrbdfio"), ("example-raw.yaml", "rawfio"),
-    ("runtests.xfs.yaml", "rbdfio"),
+    ("example-kvmrbdfio.yaml", "kvmrbdfio"), ("runtests.xfs.yaml", "rbdfio"),
 ])
 def test_benchmarks_cephscope_does_not_have_are_refused(name: str, benchmark: str) -> None:
     problems = _problems(name)
     (refusal,) = [p for p in problems if f"benchmarks.{benchmark}:" in p]
-    assert "CBT benchmark cephscope does not have (it has: librbdfio, radosbench)" in refusal
+    assert ("CBT benchmark cephscope does not have (it has: fio, librbdfio, radosbench, "
+            "rawfio)") in refusal
     # and nothing else of the file is a problem
     assert problems == [refusal]
 
@@ -120,3 +120,36 @@ def test_undefined_erasure_profile_is_the_clusters() -> None:
     assert any("cluster.pool_profiles.erasure.erasure_profile: 'myec' is not defined under "
                "erasure_profiles" in w for w in spec.warnings)
     assert {s.pool_profile for s in generate_steps(spec)} == {"erasure"}
+
+
+def test_client_endpoints_example_loads_with_its_endpoint_and_cephfs_pools() -> None:
+    spec = _load("example-client_endpoints.yaml")
+    (endpoint,) = spec.client_endpoints.values()
+    assert (endpoint.name, endpoint.driver, endpoint.endpoints_per_client,
+            endpoint.endpoint_size_mib, endpoint.pool_profile) == (
+        "fiotest", "librbd", 1, 524288, "replication")
+    assert spec.cephfs_pools is not None and spec.cephfs_pools.data_profile == "replication"
+    fio = spec.benchmarks["fio"]
+    assert fio["op_size"] == [4194304, 131072, 4096] and fio["log_avg_msec"] == 100
+    steps = generate_steps(spec)
+    assert len(steps) == 4 * 3  # mode x op_size
+    first = steps[0]
+    # the endpoint section travels with the step, and its pool profile is the step's pool
+    assert first.params["endpoint"]["driver"] == "librbd"
+    assert first.pool_profile == "replication"
+    assert spec.benchmark_knobs["fio"] == {"osd_ra": [4096]}
+    warned = "\n".join(spec.warnings)
+    assert ": client_endpoints" not in warned and "cephfs_pools" not in warned
+    assert "cluster.mdss" in warned
+
+
+def test_raw_example_loads_with_cbt_keys_it_does_not_act_on_warned() -> None:
+    spec = _load("example-raw.yaml")
+    raw = spec.benchmarks["rawfio"]
+    assert raw["block_devices"] == ["/dev/vdb"] and raw["concurrent_procs"] == 1
+    assert raw["ramp"] == "0" and raw["vol_size"] == 1024
+    warned = "\n".join(spec.warnings)
+    for key in ("client_mkfs", "use_dir", "client_ra", "benchmarks.rawfio.iterations"):
+        assert key in warned, key
+    (step,) = generate_steps(spec)[:1]
+    assert step.params["block_devices"] == "/dev/vdb" and step.pool_profile is None
