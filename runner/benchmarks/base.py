@@ -41,6 +41,21 @@ class ClusterAccess:
     # cluster's root filesystem; empty: this machine's tools
     tool_prefix: tuple[str, ...] = ()
 
+    @property
+    def client_id(self) -> str:
+        """The id of `client_name`, as `--id` and fio's `--clientname` take it."""
+        name = self.client_name
+        return name.split(".", 1)[1] if name.startswith("client.") else name
+
+    def fio_env(self, extra: Mapping[str, str]) -> dict[str, str]:
+        """fio's environment: its rbd engine reads the cluster config from CEPH_CONF and the
+        keyring from CEPH_ARGS; `extra` (the step's environment) on top."""
+        env = {"CEPH_CONF": str(self.conf_path)}
+        if self.keyring_path is not None:
+            env["CEPH_ARGS"] = f"--keyring={self.keyring_path}"
+        env.update(extra)
+        return env
+
     def common_args(self) -> list[str]:
         args = ["-c", str(self.conf_path), "-n", self.client_name]
         if self.keyring_path is not None:

@@ -381,16 +381,7 @@ class Fio(Benchmark):
         return argv
 
     def tool_env(self, ctx: BenchContext) -> dict[str, str]:
-        # the rbd engine reads the cluster config from CEPH_CONF, its keyring from CEPH_ARGS
-        env = {"CEPH_CONF": str(ctx.cluster.conf_path)}
-        if ctx.cluster.keyring_path is not None:
-            env["CEPH_ARGS"] = f"--keyring={ctx.cluster.keyring_path}"
-        env.update(ctx.env)
-        return env
-
-    def client_id(self, ctx: BenchContext) -> str:
-        name = ctx.cluster.client_name
-        return name.split(".", 1)[1] if name.startswith("client.") else name
+        return ctx.cluster.fio_env(ctx.env)
 
     def _run_each(self, what: str, ctx: BenchContext, settings: Mapping[str, Any],
                   logs: bool) -> list[Path]:
@@ -418,7 +409,7 @@ class Fio(Benchmark):
             prefix = ctx.cluster.tool_prefix if local and endpoint.kind == "rbd" else ()
             fio = local_fio if local else str(settings["cmd_path"])
             processes.append(FioProcess(slot, self.argv(fio, endpoint, depth, settings,
-                                                        self.client_id(ctx), log_prefix, prefix),
+                                                        ctx.cluster.client_id, log_prefix, prefix),
                                         stdout_path, stderr_path))
         if what == "prefill":
             # no live figures: the benchmark is not running yet

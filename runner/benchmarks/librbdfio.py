@@ -179,16 +179,7 @@ class LibrbdFio(Benchmark):
         return names
 
     def tool_env(self, ctx: BenchContext) -> dict[str, str]:
-        # fio's rbd engine reads the cluster config from CEPH_CONF, extra options from CEPH_ARGS
-        env = {"CEPH_CONF": str(ctx.cluster.conf_path)}
-        if ctx.cluster.keyring_path is not None:
-            env["CEPH_ARGS"] = f"--keyring={ctx.cluster.keyring_path}"
-        env.update(ctx.env)
-        return env
-
-    def client_id(self, ctx: BenchContext) -> str:
-        name = ctx.cluster.client_name
-        return name.split(".", 1)[1] if name.startswith("client.") else name
+        return ctx.cluster.fio_env(ctx.env)
 
     def _rbd(self, ctx: BenchContext, *args: str) -> list[str]:
         return [resolve_tool("rbd"), *ctx.cluster.common_args(), *args]
@@ -229,7 +220,7 @@ class LibrbdFio(Benchmark):
         for index, image in enumerate(images):
             argv = [
                 *ctx.cluster.tool_prefix, fio, f"--name=prefill-{index}", "--ioengine=rbd",
-                f"--clientname={self.client_id(ctx)}",
+                f"--clientname={ctx.cluster.client_id}",
                 f"--pool={ctx.pool}", f"--rbdname={image}", "--invalidate=0", "--rw=write",
                 f"--bs={PREFILL_BLOCK}", "--iodepth=16", "--direct=1",
                 f"--size={int(self.settings['vol_size'])}M", "--output-format=json",
@@ -245,7 +236,7 @@ class LibrbdFio(Benchmark):
         argv = [
             # The cluster's own client tools (a dev cluster release's root filesystem) run here only.
             *(ctx.cluster.tool_prefix if local else ()), fio, f"--name={name}", "--ioengine=rbd",
-            f"--clientname={self.client_id(ctx)}",
+            f"--clientname={ctx.cluster.client_id}",
             f"--pool={ctx.pool}", f"--rbdname={image}", "--invalidate=0", f"--rw={s['mode']}",
             f"--bs={parse_size(s['op_size'])}", f"--iodepth={int(s['iodepth'])}",
             f"--numjobs={int(s['numjobs'])}", "--direct=1", "--group_reporting",

@@ -152,8 +152,7 @@ class KernelBlockDriver(Driver):
 
     def _ids(self) -> tuple[str, str]:
         cluster = self.site.ctx.cluster
-        name = cluster.client_name
-        return str(cluster.conf_path), name.split(".", 1)[1] if name.startswith("client.") else name
+        return str(cluster.conf_path), cluster.client_id
 
     def map(self, client: Client, image: str) -> Mapped:
         conf, client_id = self._ids()
@@ -240,9 +239,7 @@ class CephfsKernelDriver(CephfsFuseDriver):
 
     def mount_argv(self, fs_name: str, path: str) -> list[str]:
         cluster = self.site.ctx.cluster
-        name = cluster.client_name
-        client_id = name.split(".", 1)[1] if name.startswith("client.") else name
-        return ceph_mount_argv(str(cluster.conf_path), client_id, fs_name, path)
+        return ceph_mount_argv(str(cluster.conf_path), cluster.client_id, fs_name, path)
 
 
 KERNEL_DRIVERS: dict[str, Callable[[EndpointSite], Driver]] = {
