@@ -31,6 +31,14 @@ import yaml
 
 from cephscope.runner.axes import axes_product
 from cephscope.runner.recovery import RecoverySpec, parse_recovery
+from cephscope.runner.rgw_endpoint import (
+    RgwEndpoint,
+    RgwSettings,
+    cbt_getput_endpoint,
+    cbt_s3_endpoint,
+    parse_rgw,
+    spec_secrets,
+)
 from cephscope.runner.search.settings import AdaptiveIterations, parse_iterations, parse_search
 from cephscope.runner.spec_checker import (
     Checker,
@@ -75,7 +83,7 @@ OSD_ID_PLACEHOLDER = "{id}"
 TOP_KEYS = frozenset(
     {"cluster", "benchmarks", "pool_profiles", "erasure_profiles", "iterations", "ceph_config",
      "restart", "name", "description", "search", "osd_ra", "block_queue", "sysctl",
-     "recovery_test", "devcluster"}
+     "recovery_test", "devcluster", "rgw"}
 )
 TOP_KEYS_CBT_IGNORED = frozenset({"monitoring_profiles", "client_endpoints"})
 
@@ -97,7 +105,7 @@ CBT_BENCHMARK_KEYS_IGNORED = frozenset(
 )
 # CBT benchmarks cephscope does not have: refused, naming the ones it has.
 CBT_BENCHMARKS_MISSING = frozenset(
-    {"rbdfio", "kvmrbdfio", "rawfio", "hsbench", "cosbench", "getput", "nullbench",
+    {"rbdfio", "kvmrbdfio", "rawfio", "cosbench", "nullbench",
      "cephtestrados", "fio", "smallfile", "std_fio", "stdfiobench", "elbencho", "cephfsfio"}
 )
 # Parameter every benchmark accepts: the pool profile the step runs on (an axis if a list).
@@ -211,6 +219,8 @@ class Spec:
     # CBT's per-benchmark `idle_monitor_sleep`: cephscope records one idle window at run start,
     # as long as the longest one asked for (the `--idle-baseline` flag overrides it)
     idle_baseline_seconds: float | None = None
+    # the RADOS Gateway as the spec gives it (`rgw:`, CBT's s3 client endpoints, getput's keys)
+    rgw: RgwSettings | None = None
 
     def line_of(self, path: tuple[Any, ...]) -> int | None:
         # Fall back to the closest enclosing key that has a line.
@@ -234,6 +244,7 @@ class Spec:
             **({"sysctl_on": self.sysctl_on} if self.sysctl_on else {}),
             **({"recovery_test": self.recovery.to_dict()} if self.recovery else {}),
             **({"devcluster": {"release": list(self.releases)}} if self.releases else {}),
+            **({"rgw": self.rgw.to_dict()} if self.rgw else {}),
             "benchmarks": self.benchmarks,
             "pool_profiles": {n: p.to_dict() for n, p in self.pool_profiles.items()},
             "restart": {
@@ -410,6 +421,8 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
     for key in data:
         if key in TOP_KEYS:
             continue
+        if key == "client_endpoints" and _s3_endpoints_named(data, benchmark_classes):
+            continue  # its s3 endpoints are read for the S3 benchmarks naming them
         if key in TOP_KEYS_CBT_IGNORED:
             c.warn((key,), "CBT section cephscope does not act on; ignored")
         else:
@@ -496,6 +509,9 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
 
     # benchmarks
     recov_types: dict[str, Any] = {}
+    # where-is-the-target keys of benchmarks (getput's auth/user/key, hsbench's
+    # client_endpoints): not step parameters, the run's gateway endpoint
+    endpoint_params: dict[str, dict[str, Any]] = {}
     bms = c.mapping(("benchmarks",), data.get("benchmarks"))
     if not bms and "benchmarks" not in data:
         c.error(("benchmarks",), None, "missing: the spec needs at least one benchmark")
@@ -529,8 +545,11 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
                 c.warn(pk, f"CBT {bname} prefill options {sorted(value)} are not used; "
                            "images are prefilled with 4 MiB sequential writes")
                 kept[key] = True
+            elif key in getattr(cls, "endpoint_keys", ()):
+                endpoint_params.setdefault(bname, {})[key] = value
             elif key in accepted:
-                if c.axis_values(pk, value, tuple(accepted[key])) is not None:
+                minus_one = key in getattr(cls, "unlimited_keys", ())
+                if c.axis_values(pk, value, tuple(accepted[key]), minus_one=minus_one) is not None:
                     kept[key] = value
             elif key == "recov_test_type":  # CBT's, per benchmark: applies to the recovery test
                 recov_types[bname] = value
@@ -560,6 +579,7 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
     if recov_types and spec.recovery is None:
         c.error(("benchmarks",), recov_types, "recov_test_type without a recovery_test section")
 
+    spec.rgw = _rgw_settings(c, data, endpoint_params)
     if "search" in data:
         spec.search = parse_search(c, ("search",), data["search"], spec.benchmarks)
     spec.releases = _parse_devcluster(c, data.get("devcluster"))
@@ -587,6 +607,45 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
     if c.problems:
         raise SpecError(c.problems)
     return spec
+
+
+def _s3_endpoints_named(data: dict[str, Any], benchmark_classes: Mapping[str, Any]) -> bool:
+    """Whether a benchmark of the spec that drives the S3 API names a CBT client endpoint."""
+    benchmarks = data.get("benchmarks")
+    if not isinstance(benchmarks, dict):
+        return False
+    return any(isinstance(params, dict) and "client_endpoints" in params
+               and getattr(benchmark_classes.get(name), "rgw_api", None) == "s3"
+               for name, params in benchmarks.items())
+
+
+def _rgw_settings(c: Checker, data: dict[str, Any],
+                  endpoint_params: dict[str, dict[str, Any]]) -> RgwSettings | None:
+    """The gateway as the spec gives it: CBT's places (an S3 benchmark's `client_endpoints`
+    entry of driver s3, getput's auth/user/key), cephscope's `rgw:` section over them."""
+    found = RgwEndpoint()
+    keys: list[str] = []
+    for bname, params in endpoint_params.items():
+        kp: tuple[Any, ...] = ("benchmarks", bname)
+        if "client_endpoints" in params:
+            name = params["client_endpoints"]
+            sections = data.get("client_endpoints")
+            if not isinstance(sections, dict) or name not in sections:
+                c.error((*kp, "client_endpoints"), name,
+                        "no such client endpoint (define it under client_endpoints)")
+                continue
+            layer = cbt_s3_endpoint(c, ("client_endpoints", name), sections[name])
+        else:
+            layer = cbt_getput_endpoint(c, kp, params)
+        keys += spec_secrets(layer)
+        found = layer.over(found)
+    section = parse_rgw(c, ("rgw",), data.get("rgw")) if "rgw" in data else None
+    if section is not None:
+        keys += spec_secrets(section.endpoint)
+        found = section.endpoint.over(found)
+    if section is None and not endpoint_params:
+        return None
+    return RgwSettings(found, section.keys_file if section else None, tuple(keys))
 
 
 def _parse_devcluster(c: Checker, section: Any) -> tuple[str, ...]:
@@ -622,8 +681,12 @@ def _acted_on(data: dict[str, Any], benchmark_classes: Mapping[str, Any]) -> dic
             if bname not in benchmark_classes:
                 continue
             accepted = getattr(benchmark_classes[bname], "parameters", {})
+            # a tool's path is argv[0] only, looked up before anything runs (CBT's examples
+            # write placeholders such as /home/<user>/go/…/hsbench)
+            paths = getattr(benchmark_classes[bname], "tool_path_keys", frozenset())
             benchmarks[bname] = ({k: v for k, v in params.items()
-                                  if k in accepted or k not in CBT_BENCHMARK_KEYS_IGNORED}
+                                  if (k in accepted or k not in CBT_BENCHMARK_KEYS_IGNORED)
+                                  and k not in paths}
                                  if isinstance(params, dict) else params)
         kept["benchmarks"] = benchmarks
     return kept

@@ -32,6 +32,7 @@ from cephscope.runner.pools import PoolManager
 from cephscope.runner.progress import Progress
 from cephscope.runner.recovery import RecoveryTest
 from cephscope.runner.results import RunDir
+from cephscope.runner.rgw_endpoint import RgwEndpoint
 from cephscope.runner.signals import Interrupted
 from cephscope.runner.spec import Spec
 from cephscope.runner.steps import Step
@@ -64,11 +65,15 @@ class StepRunner:
     prefill_host: HostExec = field(default_factory=LocalHost)
     pending_cleanup: Callable[[], list[str]] | None = None
     recovery: RecoveryTest | None = None
+    # the gateway the RGW benchmarks drive (runner/rgw_endpoint.py)
+    rgw: RgwEndpoint | None = None
 
     def pool_for(self, step: Step) -> tuple[str, str | None]:
         """(pool, data pool or None) of the step, created when missing."""
         spec = self.spec
         application = self.benchmarks[step.benchmark].pool_application
+        if application is None:  # a gateway benchmark: the gateway has its own pools
+            return "", None
         before = len(self.pools.created)
         if step.pool_profile:
             name = self.pools.ensure(spec.pool_profiles[step.pool_profile], application)
@@ -126,7 +131,7 @@ class StepRunner:
                                 self.opts.cluster_timeout_seconds, io=True),
                 timeout_seconds=self.opts.step_timeout_seconds
                 or max(600.0, 3 * cls.estimated_seconds(params)),
-                clients=self.clients)
+                clients=self.clients, rgw=self.rgw)
             ts["prepare_start"] = time.time()
             metrics.set_phase("prepare", step.id)
             bench.prepare(ctx)  # includes the RBD prefill

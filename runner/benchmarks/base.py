@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from cephscope.runner.hostexec import HostExec
+from cephscope.runner.rgw_endpoint import RgwEndpoint
 
 A = TypeVar("A")
 
@@ -79,6 +80,8 @@ class BenchContext:
     clients: Sequence[HostExec] = ()
     # Set from elsewhere (a failed recovery test): the running tools are stopped at once.
     abort: threading.Event | None = None
+    # The RADOS Gateway and its keys, for the benchmarks that drive one (`rgw_api`).
+    rgw: RgwEndpoint | None = None
 
 
 @dataclass(frozen=True)
@@ -157,8 +160,15 @@ class Benchmark(abc.ABC):
     name: ClassVar[str]
     #: parameter name -> python type(s) accepted per value (for spec validation)
     parameters: ClassVar[Mapping[str, tuple[type, ...]]]
-    #: the application enabled on the pools this benchmark runs on (`rados`, `rbd`, `rgw`)
-    pool_application: ClassVar[str] = "rados"
+    #: the application enabled on the pools this benchmark runs on (`rados`, `rbd`); None: it
+    #: uses no pool of its own (a gateway benchmark: the gateway writes to its own pools)
+    pool_application: ClassVar[str | None] = "rados"
+    #: the gateway API it drives ("s3", "swift"), None for none: the run must have that
+    #: endpoint and keys (runner/rgw_endpoint.py) before anything changes
+    rgw_api: ClassVar[str | None] = None
+    #: parameters that say where the target is and how to log in (CBT getput's `auth`,
+    #: `user`, `key`): taken out of the step's parameters into the run's gateway endpoint
+    endpoint_keys: ClassVar[frozenset[str]] = frozenset()
     #: notes the report prints when a run holds finished steps of this benchmark
     report_notes: ClassVar[tuple[str, ...]] = ()
 
@@ -174,6 +184,18 @@ class Benchmark(abc.ABC):
     def estimated_seconds(cls, params: Mapping[str, Any]) -> float:
         """Rough wall time of one step, for `--dry-run` and the ETA."""
         return 0.0
+
+    @classmethod
+    def tools(cls, params: Mapping[str, Any]) -> Sequence[tuple[str, str]]:
+        """(command, where it comes from) of every tool one step runs on a client, checked
+        on every client before anything changes (empty: the runner's own tools, checked when
+        they run)."""
+        return ()
+
+    @classmethod
+    def endpoint_problems(cls, rgw: RgwEndpoint) -> list[str]:
+        """Why this benchmark cannot use the run's gateway endpoint (empty: it can)."""
+        return []
 
     @abc.abstractmethod
     def modes(self) -> Sequence[str]:
