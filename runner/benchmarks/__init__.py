@@ -5,12 +5,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from cephscope.runner.benchmarks.base import Benchmark
+from cephscope.runner.benchmarks.getput import GetPut
+from cephscope.runner.benchmarks.hsbench import HsBench
 from cephscope.runner.benchmarks.librbdfio import LibrbdFio
 from cephscope.runner.benchmarks.radosbench import RadosBench
+from cephscope.runner.benchmarks.swiftbench import SwiftBench
 
 BENCHMARKS: Mapping[str, type[Benchmark]] = {
     RadosBench.name: RadosBench,
     LibrbdFio.name: LibrbdFio,
+    SwiftBench.name: SwiftBench,
+    HsBench.name: HsBench,
+    GetPut.name: GetPut,
 }
 
-__all__ = ["BENCHMARKS", "Benchmark", "LibrbdFio", "RadosBench"]
+__all__ = ["BENCHMARKS", "Benchmark", "GetPut", "HsBench", "LibrbdFio", "RadosBench",
+           "SwiftBench"]
