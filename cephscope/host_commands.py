@@ -36,6 +36,7 @@ COMMANDS: tuple[HostCommand, ...] = (
     HostCommand("ceph-osd", "ceph-osd", "dev cluster OSDs"),
     HostCommand("ceph-mds", "ceph-mds", "dev cluster MDS (CephFS targets)"),
     HostCommand("radosgw", "radosgw", "dev cluster RADOS gateway (S3/Swift targets)"),
+    HostCommand("radosgw-admin", "ceph-common", "dev cluster gateway user and keys"),
     HostCommand("ceph-fuse", "ceph-fuse", "CephFS FUSE client endpoints"),
     HostCommand("rbd-fuse", "rbd-fuse", "RBD FUSE client endpoints"),
     HostCommand("ceph", "ceph-common", "ceph CLI (dev cluster, runner, environment)"),

@@ -18,13 +18,14 @@ from cephscope.deploy.cluster_health import ClusterHealth
 from cephscope.deploy.cluster_layout import (
     MGR_ID,
     MON_ID,
+    RGW_NAME,
     ClusterLayout,
     ClusterState,
     DevClusterError,
     OsdBacking,
 )
 from cephscope.deploy.daemon_supervisor import DaemonPlacement
-from cephscope.deploy.devconf import ConfNetwork, render_conf
+from cephscope.deploy.devconf import ConfGateway, ConfNetwork, render_conf
 from cephscope.deploy.loop_devices import LoopDeviceUser
 
 BENCH_POOL = "cephscope-bench"
@@ -62,6 +63,8 @@ class ClusterBootstrap:
             hosts=layout.num_hosts,
             clients=layout.num_clients,
             release=layout.release.name,
+            mds=layout.mds,
+            rgw=layout.rgw,
         )
         state.save(layout.state_file)
         return state
@@ -82,12 +85,14 @@ class ClusterBootstrap:
         layout = self.layout
         network = None
         if layout.host_plan is not None:
-            daemons = [f"mon.{MON_ID}", f"mgr.{MGR_ID}", *(f"osd.{i}" for i in range(layout.num_osds))]
+            daemons = [f"mon.{MON_ID}", f"mgr.{MGR_ID}", *(f"osd.{i}" for i in range(layout.num_osds)),
+                       *layout.service_names()]
             network = ConfNetwork(layout.host_plan.public_subnet, layout.host_plan.cluster_subnet,
                                   {d: layout.asok_dir_of(layout.host_of(d).name) for d in daemons})
+        gateway = ConfGateway(RGW_NAME, f"{layout.rgw_addr}:{layout.rgw_port}") if layout.rgw else None
         layout.conf_path.write_text(render_conf(
             layout.state_dir, fsid, layout.mon_addr, layout.mon_port, layout.msgr_port_range,
-            layout.osd_size_gib, network))
+            layout.osd_size_gib, network, mds=layout.mds, gateway=gateway))
 
     def bootstrap_mon(self, fsid: str) -> None:
         layout = self.layout

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from cephscope.deploy.cluster_layout import ClusterLayout, DevClusterError
@@ -78,3 +79,13 @@ class ClusterCommands:
 
     def ceph(self, *args: str, timeout: float = 60) -> str:
         return self.run(self.ceph_cmd(*args), timeout=timeout).stdout.decode()
+
+    def ceph_together(self, commands: Sequence[Sequence[str]], timeout: float = 60) -> None:
+        """Several `ceph` commands that change the cluster, sent at once: the mon commits
+        changes at most once per paxos_propose_interval (1 s), so commands sent together share
+        one commit where one after another each waits for its own. The first failure is raised
+        once all have ended."""
+        with ThreadPoolExecutor(max_workers=max(1, len(commands))) as pool:
+            futures = [pool.submit(self.ceph, *command, timeout=timeout) for command in commands]
+        for future in futures:
+            future.result()
