@@ -95,7 +95,23 @@ def counter_series(figures: Figures = STACK_FIGURES) -> dict[str, str]:
         "osd_op_latency_sum": f"{lat}_sum{exporter}",
         "osd_op_latency_count": f"{lat}_count{exporter}",
         "osd_thread_cpu_seconds": figure_names.OSD_THREAD_CPU_SECONDS + exporter,
+        # the RADOS Gateways' own counters (empty where the cluster has none)
+        **rgw_counter_series(figures),
     }
+
+
+def rgw_counter_series(figures: Figures = STACK_FIGURES) -> dict[str, str]:
+    """The gateways' raw counters behind the RGW figures (cephscope.figures)."""
+    exporter = selector(*figures.exporter)
+    series = {"rgw_requests": figure_names.RGW_REQUESTS + exporter,
+              "rgw_failed_requests": figure_names.RGW_FAILED_REQUESTS + exporter}
+    for op in figure_names.RGW_OP_KINDS:
+        lat = figure_names.rgw_latency_counter(op)
+        series[f"rgw_{op}"] = figure_names.rgw_op_counter(op) + exporter
+        series[f"rgw_{op}_bytes"] = figure_names.rgw_bytes_counter(op) + exporter
+        series[f"rgw_{op}_latency_sum"] = f"{lat}_sum{exporter}"
+        series[f"rgw_{op}_latency_count"] = f"{lat}_count{exporter}"
+    return series
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")

@@ -47,10 +47,20 @@ OSD = [("osd_op_latency_sum", {"ceph_daemon": "osd.0"}, 0.5),
        ("osd_op_latency_sum", {"ceph_daemon": "osd.1"}, 1.5),
        ("osd_op_latency_count", {"ceph_daemon": "osd.1"}, 100)]
 EXPORTER_INSTANCE = "host1:9967"
+# two gateways, labelled differently (ceph-exporter's instance_id, another exporter's
+# ceph_daemon): the RGW figures sum over every label. Increments per 5 s scrape are 5 x a
+# binary fraction, so promtool's rates and the report's figures are the same floats.
+RGW = [(kind, labels, inc * scale) for labels, scale in (({"instance_id": "a"}, 1.0),
+                                                         ({"ceph_daemon": "client.rgw.b"}, 0.5))
+       for kind, inc in (("rgw_requests", 80), ("rgw_failed_requests", 1.25),
+                         ("rgw_put", 40), ("rgw_put_bytes", 40 * 4096),
+                         ("rgw_put_latency_sum", 0.625), ("rgw_put_latency_count", 40),
+                         ("rgw_get", 20), ("rgw_get_bytes", 20 * 4096),
+                         ("rgw_get_latency_sum", 0.15625), ("rgw_get_latency_count", 20))]
 
 
 def _labels(kind: str, extra: dict[str, str]) -> dict[str, str]:
-    if kind.startswith("osd_"):
+    if kind.startswith(("osd_", "rgw_")):
         return {"job": fig.EXPORTER_JOB, "instance": EXPORTER_INSTANCE, **extra}
     return {"job": fig.NODE_JOB, "instance": INSTANCE, **extra}
 
@@ -128,6 +138,31 @@ def test_osd_op_latency_is_all_ops_over_all_osds_in_report_and_promql(tmp_path: 
     assert figures.osd_op_latency_seconds == pytest.approx(2.0 / 200)
     _promtool_agrees(tmp_path, _series(OSD), WINDOW_FIGURES.osd_op_latency_seconds(),
                      [("{}", figures.osd_op_latency_seconds)])
+
+
+def test_rgw_figures_sum_every_gateway_in_report_and_promql(tmp_path: Path) -> None:
+    figures = summarize_system(_stored(RGW), window=WINDOW)
+    assert figures.rgw_requests_per_second == 24.0
+    assert figures.rgw_failed_requests_per_second == 0.375
+    assert figures.rgw_ops_per_second == {"put": 12.0, "get": 6.0}
+    assert figures.rgw_bytes_per_second["put"] == 12.0 * 4096
+    # the latency pair: increase of the sums over that of the counts, all gateways together
+    assert figures.rgw_latency_seconds == {"put": 1 / 64, "get": 1 / 128}
+    series = _series(RGW)
+    f = WINDOW_FIGURES
+    _promtool_agrees(tmp_path, series, f.rgw_requests_per_second(),
+                     [("{}", figures.rgw_requests_per_second)])
+    _promtool_agrees(tmp_path, series, f.rgw_failed_requests_per_second(),
+                     [("{}", figures.rgw_failed_requests_per_second)])
+    for op in fig.RGW_OP_KINDS:
+        _promtool_agrees(tmp_path, series, f.rgw_ops_per_second(op),
+                         [("{}", figures.rgw_ops_per_second[op])])
+        _promtool_agrees(tmp_path, series, f.rgw_bytes_per_second(op),
+                         [("{}", figures.rgw_bytes_per_second[op])])
+        _promtool_agrees(tmp_path, series, f.rgw_latency_seconds(op),
+                         [("{}", figures.rgw_latency_seconds[op])])
+    # a step without gateways has no RGW figure (not zero)
+    assert not summarize_system(_stored(CPU), window=WINDOW).has_rgw
 
 
 def test_report_rules_and_dashboards_share_the_figures() -> None:
