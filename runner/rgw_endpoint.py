@@ -107,7 +107,8 @@ class RgwEndpoint:
             "endpoint": self.s3_url, "access_key": redact_value(self.access_key),
             "secret_key": redact_value(self.secret_key), "swift_auth_url": self.swift_auth_url,
             "swift_user": self.swift_user, "swift_key": redact_value(self.swift_key),
-            "from": dict(self.sources),
+            "from": {("endpoint" if name == "s3_url" else name): source
+                     for name, source in self.sources},
         }
 
     def missing(self, api: str) -> list[str]:
