@@ -101,7 +101,7 @@ def step_modes(test: str) -> list[tuple[str, str]]:
     return out
 
 
-def test_results(text: str, test: str) -> dict[str, GetputLine]:
+def results_per_test(text: str, test: str) -> dict[str, GetputLine]:
     """step mode -> the result line of that test in one process's output."""
     order = step_modes(test)
     counts: dict[str, int] = {}
@@ -281,7 +281,7 @@ class GetPut(PhasedBenchmark):
         lines = []
         for slot in slots:
             path = self.output_paths(ctx, slot)[0]
-            found = test_results(read_output(path), str(self.settings["test"])).get(mode)
+            found = results_per_test(read_output(path), str(self.settings["test"])).get(mode)
             if found is None:
                 raise BenchmarkError(f"getput {mode}: no result line for its test in {path}")
             lines.append(found)

@@ -335,12 +335,14 @@ class PhasedBenchmark(Benchmark):
                 for c in ctx.clients}
 
     def cleanup(self, ctx: BenchContext) -> None:
-        """The processes ended, the key files removed, the step's objects removed; every
+        """The processes ended, the step's objects removed, the key files removed; every
         problem said at once."""
         problems = []
         if self._run is not None:
             self._run.stop()
-        if ctx.rgw is not None:
+        # what a tool that never started left: nothing (a killed run's leftovers of the same
+        # step are removed after the step runs again: the names are the step's)
+        if ctx.rgw is not None and self._run is not None:
             try:
                 self.remove_objects(ctx)
             except Exception as exc:
