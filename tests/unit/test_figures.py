@@ -195,3 +195,52 @@ def test_both_stacks_scrape_the_figures_jobs_at_their_interval(tmp_path: Path) -
         assert config["global"]["scrape_interval"] == f"{fig.SCRAPE_INTERVAL_SECONDS}s"
     assert DEFAULT_CONFIG.node_job_selector == fig.job_matcher(fig.NODE_JOB)
     assert DEFAULT_CONFIG.rate_window == fig.RULE_RATE_WINDOW
+
+
+def _exporter_series(name: str, labels: dict[str, str], inc: float) -> dict[str, str]:
+    text = ", ".join(f'{k}="{v}"' for k, v in
+                     {"job": fig.EXPORTER_JOB, "instance": EXPORTER_INSTANCE, **labels}.items())
+    return {"series": f"{name}{{{text}}}", "values": f"0+{inc!r}x{SCRAPES - 1}"}
+
+
+def test_rgw_latency_takes_each_gateways_own_counters(tmp_path: Path) -> None:
+    """A Reef gateway has get_initial_lat, a Tentacle one rgw_op's get_obj_lat (its
+    get_initial_lat is gone): per gateway, each gets its own; one that served no GET in the
+    window has no sample rather than NaN."""
+    series = [
+        _exporter_series("ceph_rgw_get_initial_lat_sum", {"instance_id": "reef"}, 0.25),
+        _exporter_series("ceph_rgw_get_initial_lat_count", {"instance_id": "reef"}, 50),
+        _exporter_series("ceph_rgw_op_get_obj_lat_sum", {"instance_id": "tentacle"}, 0.5),
+        _exporter_series("ceph_rgw_op_get_obj_lat_count", {"instance_id": "tentacle"}, 25),
+        _exporter_series("ceph_rgw_get_initial_lat_sum", {"instance_id": "idle"}, 0),
+        _exporter_series("ceph_rgw_get_initial_lat_count", {"instance_id": "idle"}, 0),
+    ]
+    _promtool_agrees(tmp_path, series, WINDOW_FIGURES.rgw_latency_seconds("get", ("instance_id",)),
+                     [('{instance_id="reef"}', 0.005), ('{instance_id="tentacle"}', 0.02)])
+    ops = [_exporter_series("ceph_rgw_op_put_obj_ops", {"instance_id": "tentacle"}, 25)]
+    _promtool_agrees(tmp_path, ops, WINDOW_FIGURES.rgw_op_rate("put"), [("{}", 5.0)])
+    with pytest.raises(ValueError, match="delete"):
+        fig.rgw_op_counters("delete")
+
+
+def test_mds_and_rgw_figures_are_the_rules_and_the_panels(tmp_path: Path) -> None:
+    series = [
+        _exporter_series("ceph_mds_reply_latency_sum", {"ceph_daemon": "mds.a"}, 0.125),
+        _exporter_series("ceph_mds_reply_latency_count", {"ceph_daemon": "mds.a"}, 25),
+    ]
+    _promtool_agrees(tmp_path, series, WINDOW_FIGURES.mds_reply_latency_seconds(),
+                     [("{}", 0.005)])
+    stack = fig.STACK_FIGURES
+    recorded = [(r["record"], r.get("labels", {}), r["expr"])
+                for g in recording_rules(DEFAULT_CONFIG)["groups"] for r in g["rules"]]
+    assert (names.STEP_MDS_REPLY_LATENCY_AVG, {},
+            f"cephscope_step_info * on() group_left() ({stack.mds_reply_latency_seconds()})"
+            ) in recorded
+    for op in fig.RGW_OPERATIONS:
+        assert any(r == names.STEP_RGW_LATENCY_AVG and labels == {"op": op}
+                   and stack.rgw_latency_seconds(op) in expr for r, labels, expr in recorded)
+    overview = json.loads((REPO / "dashboards" / "json" / "sweep-overview.json").read_text())
+    exprs = {t["expr"] for p in overview["panels"] for t in p.get("targets", [])}
+    assert any("ceph_rgw_op_get_obj_lat_sum" in e and "ceph_rgw_get_initial_lat_sum" in e
+               for e in exprs)
+    assert any("ceph_mds_reply_latency_sum" in e for e in exprs)
