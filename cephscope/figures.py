@@ -58,28 +58,6 @@ NIC_RECEIVE_BYTES = "node_network_receive_bytes_total"
 NIC_TRANSMIT_BYTES = "node_network_transmit_bytes_total"
 OSD_OPS = "ceph_osd_op"
 OSD_THREAD_CPU_SECONDS = "cephscope_osd_thread_cpu_seconds_total"
-# The RADOS Gateway's own counters (perf section `rgw`, every release), by ceph-exporter's
-# names: requests and failed requests, and per op kind (get, put) ops, bytes and the latency
-# average pair (`*_initial_lat_sum` / `_count`). Gateways are labelled differently by
-# ceph-exporter (`instance_id`) and by other exporters: the figures sum over every label.
-RGW_REQUESTS = "ceph_rgw_req"
-RGW_FAILED_REQUESTS = "ceph_rgw_failed_req"
-RGW_OP_KINDS = ("get", "put")
-
-
-def rgw_op_counter(op: str) -> str:
-    """Ops of one kind the gateways served ("get" or "put")."""
-    return f"ceph_rgw_{op}"
-
-
-def rgw_bytes_counter(op: str) -> str:
-    return f"ceph_rgw_{op}_b"
-
-
-def rgw_latency_counter(op: str) -> str:
-    """The gateways' latency average pair of one op kind, without its _sum/_count suffix."""
-    return f"ceph_rgw_{op}_initial_lat"
-
 # CephFS: an MDS's client requests and its reply latency (ceph-exporter's names, ceph_daemon).
 MDS_REQUESTS = "ceph_mds_server_handle_client_request"
 MDS_REPLY_LATENCY = "ceph_mds_reply_latency"  # _sum / _count
@@ -234,6 +212,14 @@ class Figures:
         return " or ".join(f"({_agg('sum', by, self.exporter_rate(nbytes, *matchers))})"
                            for _, nbytes, _ in rgw_op_counters(op))
 
+    def rgw_request_rate(self, by: Iterable[str] = (), *matchers: str) -> str:
+        """Requests per second the gateways served (every API and op), summed by `by`."""
+        return _agg("sum", tuple(by), self.exporter_rate(RGW_REQUESTS, *matchers))
+
+    def rgw_failed_request_rate(self, by: Iterable[str] = (), *matchers: str) -> str:
+        """Requests per second the gateways aborted, summed by `by`."""
+        return _agg("sum", tuple(by), self.exporter_rate(RGW_FAILED_REQUESTS, *matchers))
+
     def rgw_latency_seconds(self, op: str, by: Iterable[str] = (), *matchers: str) -> str:
         """Average GET or PUT latency of the gateways, by `by`: to the first byte up to Reef,
         of the whole operation on Tentacle."""
@@ -243,27 +229,6 @@ class Figures:
     def osd_thread_cpu_cores(self, by: Iterable[str] = (), *matchers: str) -> str:
         """CPU seconds per second of the OSDs' threads, summed by `by` (thread_group, ...)."""
         return _agg("sum", tuple(by), self.exporter_rate(OSD_THREAD_CPU_SECONDS, *matchers))
-
-    # ---- RADOS Gateways (cephscope-exporter, ceph-exporter's names), all gateways together
-
-    def rgw_requests_per_second(self, *matchers: str) -> str:
-        return _agg("sum", (), self.exporter_rate(RGW_REQUESTS, *matchers))
-
-    def rgw_failed_requests_per_second(self, *matchers: str) -> str:
-        return _agg("sum", (), self.exporter_rate(RGW_FAILED_REQUESTS, *matchers))
-
-    def rgw_ops_per_second(self, op: str, *matchers: str) -> str:
-        """GETs or PUTs the gateways served per second."""
-        return _agg("sum", (), self.exporter_rate(rgw_op_counter(op), *matchers))
-
-    def rgw_bytes_per_second(self, op: str, *matchers: str) -> str:
-        return _agg("sum", (), self.exporter_rate(rgw_bytes_counter(op), *matchers))
-
-    def rgw_latency_seconds(self, op: str, *matchers: str) -> str:
-        """The gateways' average GET or PUT latency (their `*_initial_lat` pair)."""
-        counter = rgw_latency_counter(op)
-        return (f"{_agg('sum', (), self.exporter_rate(counter + '_sum', *matchers))}"
-                f" / {_agg('sum', (), self.exporter_rate(counter + '_count', *matchers))}")
 
 
 STACK_FIGURES = Figures()

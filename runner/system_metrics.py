@@ -101,16 +101,19 @@ def counter_series(figures: Figures = STACK_FIGURES) -> dict[str, str]:
 
 
 def rgw_counter_series(figures: Figures = STACK_FIGURES) -> dict[str, str]:
-    """The gateways' raw counters behind the RGW figures (cephscope.figures)."""
+    """The gateways' raw counters behind the RGW figures (cephscope.figures): requests and
+    failures, and per GET/PUT its ops, bytes and latency pair in both generations (`rgw` up
+    to Reef, Tentacle's `rgw_op`), named `rgw_<op>.<generation>_<what>`."""
     exporter = selector(*figures.exporter)
     series = {"rgw_requests": figure_names.RGW_REQUESTS + exporter,
               "rgw_failed_requests": figure_names.RGW_FAILED_REQUESTS + exporter}
-    for op in figure_names.RGW_OP_KINDS:
-        lat = figure_names.rgw_latency_counter(op)
-        series[f"rgw_{op}"] = figure_names.rgw_op_counter(op) + exporter
-        series[f"rgw_{op}_bytes"] = figure_names.rgw_bytes_counter(op) + exporter
-        series[f"rgw_{op}_latency_sum"] = f"{lat}_sum{exporter}"
-        series[f"rgw_{op}_latency_count"] = f"{lat}_count{exporter}"
+    for op in figure_names.RGW_OPERATIONS:
+        for generation, (ops, nbytes, pair) in enumerate(figure_names.rgw_op_counters(op)):
+            name = f"rgw_{op}.{generation}"
+            series[f"{name}_ops"] = ops + exporter
+            series[f"{name}_bytes"] = nbytes + exporter
+            series[f"{name}_latency_sum"] = f"{pair}_sum{exporter}"
+            series[f"{name}_latency_count"] = f"{pair}_count{exporter}"
     return series
 
 

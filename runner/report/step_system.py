@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cephscope.figures import RGW_OP_KINDS, cpu_is_busy
+from cephscope.figures import RGW_OPERATIONS, cpu_is_busy, rgw_op_counters
 from cephscope.runner.window_rates import SeriesRate, raw_points, series_rates
 
 # Percentiles taken from the OSD latency histograms (labels as in fio's: "50", "99", "99.9").
@@ -543,24 +543,31 @@ def _apply_counters(figures: SystemFigures, counters: Mapping[str, Any], window:
 
 
 def _apply_rgw(figures: SystemFigures, rates: Mapping[str, list[SeriesRate]]) -> None:
-    """The gateways' figures (cephscope.figures): every series summed, whatever its labels;
-    a latency is the increase of the _sum over that of the _count."""
+    """The gateways' figures as cephscope.figures defines them: every series summed, whatever
+    its labels; a latency is the increase of the _sum over that of the _count; of the two
+    generations of GET/PUT counters (`rgw`, Tentacle's `rgw_op`), the first that has the
+    figure (PromQL's `or`)."""
     def per_second(name: str) -> float | None:
         found = rates.get(name) or []
         return sum(r.rate.per_second for r in found) if found else None
 
     figures.rgw_requests_per_second = per_second("rgw_requests")
     figures.rgw_failed_requests_per_second = per_second("rgw_failed_requests")
-    for op in RGW_OP_KINDS:
-        ops, moved = per_second(f"rgw_{op}"), per_second(f"rgw_{op}_bytes")
+    for op in RGW_OPERATIONS:
+        generations = [f"rgw_{op}.{g}" for g in range(len(rgw_op_counters(op)))]
+        ops = next((v for g in generations if (v := per_second(f"{g}_ops")) is not None), None)
+        moved = next((v for g in generations if (v := per_second(f"{g}_bytes")) is not None),
+                     None)
         if ops is not None:
             figures.rgw_ops_per_second[op] = ops
         if moved is not None:
             figures.rgw_bytes_per_second[op] = moved
-        count = sum(r.rate.increase for r in rates.get(f"rgw_{op}_latency_count", []))
-        if count > 0:
-            total = sum(r.rate.increase for r in rates.get(f"rgw_{op}_latency_sum", []))
-            figures.rgw_latency_seconds[op] = total / count
+        for g in generations:
+            count = sum(r.rate.increase for r in rates.get(f"{g}_latency_count", []))
+            if count > 0:  # nothing completed: no latency (the figure's `> 0`)
+                total = sum(r.rate.increase for r in rates.get(f"{g}_latency_sum", []))
+                figures.rgw_latency_seconds[op] = total / count
+                break
 
 
 def rgw_op_of_mode(mode: str | None) -> str | None:
@@ -568,7 +575,7 @@ def rgw_op_of_mode(mode: str | None) -> str | None:
     getput's put/get, getput's random putr/getr, a repeated phase's put.2); None otherwise."""
     base = (mode or "").lower().split(".", 1)[0]
     base = base[:-1] if base in ("putr", "getr") else base
-    return base if base in RGW_OP_KINDS else None
+    return base if base in RGW_OPERATIONS else None
 
 
 def mode_window(result: Mapping[str, Any], mode: str | None) -> Window | None:
