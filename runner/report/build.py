@@ -147,6 +147,16 @@ def bottleneck(row: Row) -> tuple[str, str]:
                 f"CPU core {core[1]} on {core[0] or 'host'} ({core[2] * 100:.0f}% busy) while "
                 f"the host is not: one thread's work does not spread{hint}")
     client_latency = row.figure("latency_avg_seconds")
+    little = (row.result.get("extra") or {}).get("latency_little_seconds")
+    gateway = s.rgw_latency_seconds.get(rgw_op_of_mode(row.mode) or "")
+    reference = client_latency or (little if isinstance(little, int | float) else None)
+    if gateway is not None and reference:
+        share = gateway / reference
+        if share < OSD_LATENCY_SHARE_LOW:
+            how = "" if client_latency else " (concurrency / ops/s: the tool measures none)"
+            return ("outside gateway",
+                    f"outside the gateway (its own latency is {share * 100:.0f}% of the "
+                    f"client's{how}: client, network or queueing before the gateway)")
     if s.osd_op_latency_seconds is not None and client_latency:
         share = s.osd_op_latency_seconds / client_latency
         if share < OSD_LATENCY_SHARE_LOW:

@@ -168,6 +168,16 @@ def test_bottleneck_names() -> None:
     inside = SystemFigures(cpu_busy_ratio=0.3, disk_util_ratio=0.2, osd_op_latency_seconds=0.008)
     assert "OSD op latency (80%" in likely_bottleneck(_row(inside, latency=0.01))
     assert _row(cpu).iops_per_cpu_percent == pytest.approx(1000 / 93)
+    # a gateway benchmark's client latency (Little's law where the tool measures none) against
+    # the gateway's own: time spent before the gateway is named
+    step = Step(id="g", benchmark="swiftbench", iteration=0, params={}, pool_profile=None,
+                ceph_config={})
+    quick_gateway = SystemFigures(cpu_busy_ratio=0.3, disk_util_ratio=0.2,
+                                  rgw_requests_per_second=22.0, rgw_latency_seconds={"get": 0.0006})
+    swift = Row(step, "get", "done", {"iops": 22.0, "extra": {"latency_little_seconds": 0.045}},
+                quick_gateway)
+    assert "outside the gateway (its own latency is 1% of the client's (concurrency" \
+        in likely_bottleneck(swift)
 
 
 def test_gateway_figures_join_the_step_rows_of_the_mode_they_measure() -> None:
