@@ -69,17 +69,23 @@ class ClusterBootstrap:
         state.save(layout.state_file)
         return state
 
-    def create(self, state: ClusterState) -> None:
-        """conf, mon, mgr, OSDs, pools (the host network, if any, is up already)."""
+    def create(self, state: ClusterState, with_the_mon: Callable[[], None] | None = None) -> None:
+        """conf, mon, mgr, OSDs, pools (the host network, if any, is up already).
+        `with_the_mon`: work that needs only the mon (the services' keys and pools), done while
+        the mgr and the OSDs are made, which leave the mon mostly idle; its failure is raised."""
         t0 = time.monotonic()
         self.write_conf(state.fsid)
         self.bootstrap_mon(state.fsid)
         self._log(f"devcluster: mon up ({time.monotonic() - t0:.1f}s)")
-        self.bootstrap_mgr()
-        self.create_osds(state)
-        self._log(f"devcluster: {self.layout.num_osds} OSDs up on {state.backing} "
-                  f"({time.monotonic() - t0:.1f}s)")
-        self.create_pools()
+        with ThreadPoolExecutor(max_workers=1) as beside:
+            alongside = beside.submit(with_the_mon) if with_the_mon is not None else None
+            self.bootstrap_mgr()
+            self.create_osds(state)
+            self._log(f"devcluster: {self.layout.num_osds} OSDs up on {state.backing} "
+                      f"({time.monotonic() - t0:.1f}s)")
+            self.create_pools()
+            if alongside is not None:
+                alongside.result()
 
     def write_conf(self, fsid: str) -> None:
         layout = self.layout

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cephscope.deploy.cluster_layout import ClusterLayout, DevClusterError
+from cephscope.deploy.mon_batch import MonBatchError, batch_argv, batch_input, read_answers
 from cephscope.deploy.placement import HOST_RELEASE, DevHost, Placement, PlacementError
 
 
@@ -80,12 +80,17 @@ class ClusterCommands:
     def ceph(self, *args: str, timeout: float = 60) -> str:
         return self.run(self.ceph_cmd(*args), timeout=timeout).stdout.decode()
 
-    def ceph_together(self, commands: Sequence[Sequence[str]], timeout: float = 60) -> None:
-        """Several `ceph` commands that change the cluster, sent at once: the mon commits
-        changes at most once per paxos_propose_interval (1 s), so commands sent together share
-        one commit where one after another each waits for its own. The first failure is raised
-        once all have ended."""
-        with ThreadPoolExecutor(max_workers=max(1, len(commands))) as pool:
-            futures = [pool.submit(self.ceph, *command, timeout=timeout) for command in commands]
-        for future in futures:
-            future.result()
+    def mon_waves(self, waves: Sequence[Sequence[Mapping[str, Any]]],
+                  timeout: float = 120) -> list[list[Any]]:
+        """Mon commands ({"prefix": …, args}) in waves, every command of a wave in flight at
+        once, from one process of the cluster's release on the admin host
+        (deploy/mon_batch.py); each command's JSON reply, wave by wave."""
+        sent = [[{**command, "format": "json"} for command in wave] for wave in waves if wave]
+        if not sent:
+            return []
+        proc = self.run(batch_argv(str(self.layout.conf_path)), timeout=timeout,
+                        input_bytes=batch_input(sent))
+        try:
+            return read_answers(sent, proc.stdout)
+        except MonBatchError as exc:
+            raise DevClusterError(str(exc)) from exc

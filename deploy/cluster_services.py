@@ -3,14 +3,17 @@
 cluster's last port, on the first host's public address) with a user `cephscope` that has S3
 keys and a Swift subuser `cephscope:swift`, written to `rgw.json`.
 
-They are made after the OSDs (their pools need them) and started after them on a later `up`;
-the coordinator (deploy/devcluster.py) decides when, this part does the work. Daemons start
-through the injected `DaemonPlacement`, like the others.
+Their keys, pools and filesystem need only the mon (`prepare`, done while the OSDs are made);
+the daemons start after the OSDs, on a new cluster and on a later `up`. The coordinator
+(deploy/devcluster.py) decides when, this part does the work; daemons start through the
+injected `DaemonPlacement`, like the others.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +45,7 @@ RGW_POOLS = (
 RGW_USER = "cephscope"
 SWIFT_SUBUSER = f"{RGW_USER}:swift"
 START_TIMEOUT = 90
+KEY = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 
 
 class ClusterServices:
@@ -59,42 +63,50 @@ class ClusterServices:
     def rgw_endpoint(self) -> str:
         return f"http://{self.layout.rgw_addr}:{self.layout.rgw_port}"
 
-    def create(self) -> None:
-        """Keys, pools and the filesystem; then the daemons; then the gateway's user."""
+    def prepare(self) -> None:
+        """Keys, pools and the filesystem: the mon is all they need (their PGs become active
+        once OSDs exist)."""
         layout = self.layout
         if not layout.service_names():
             return
-        t0 = time.monotonic()
-        # Two rounds of commands sent together (ClusterCommands.ceph_together): what needs
-        # nothing but the OSDs, then what needs the pools.
-        first: list[list[str]] = []
-        then: list[list[str]] = []
+        # Two waves (ClusterCommands.mon_waves): what needs nothing but the mon, then what
+        # needs the pools.
+        first: list[dict[str, Any]] = []
+        then: list[dict[str, Any]] = []
+        keyrings: dict[int, Path] = {}  # index in `first` -> where its key goes
         if layout.mds:
-            layout.mds_data.mkdir(parents=True, exist_ok=True)
+            keyrings[len(first)] = layout.mds_data / "keyring"
             first += [
-                key_command(f"mds.{MDS_ID}", layout.mds_data,
-                            ["mon", "allow profile mds", "osd", "allow rw tag cephfs *=*",
-                             "mds", "allow", "mgr", "allow profile mds"]),
+                key_command(f"mds.{MDS_ID}", ["mon", "allow profile mds", "osd", "allow rw tag cephfs *=*",
+                                              "mds", "allow", "mgr", "allow profile mds"]),
                 pool_command(CEPHFS_METADATA_POOL),
                 pool_command(CEPHFS_DATA_POOL),
             ]
             # `fs new` tags both pools for cephfs. One MDS and never a standby: the mon leaves
             # the filesystem's standby_count_wanted unset (it sets 1 only once a standby
             # exists), so no MDS_INSUFFICIENT_STANDBY keeps the cluster from HEALTH_OK.
-            then.append(["fs", "new", CEPHFS_NAME, CEPHFS_METADATA_POOL, CEPHFS_DATA_POOL])
+            then.append({"prefix": "fs new", "fs_name": CEPHFS_NAME,
+                         "metadata": CEPHFS_METADATA_POOL, "data": CEPHFS_DATA_POOL})
         if layout.rgw:
-            layout.rgw_data.mkdir(parents=True, exist_ok=True)
-            first.append(key_command(RGW_NAME, layout.rgw_data,
-                                     ["mon", "allow rw", "osd", "allow rwx", "mgr", "allow rw"]))
+            keyrings[len(first)] = layout.rgw_data / "keyring"
+            first.append(key_command(RGW_NAME, ["mon", "allow rw", "osd", "allow rwx", "mgr", "allow rw"]))
             first += [pool_command(pool) for pool in RGW_POOLS]
             # A pool without an application raises POOL_APP_NOT_ENABLED.
-            then += [["osd", "pool", "application", "enable", pool, "rgw"] for pool in RGW_POOLS]
-        self.commands.ceph_together(first)
-        self.commands.ceph_together(then)
+            then += [{"prefix": "osd pool application enable", "pool": pool, "app": "rgw"}
+                     for pool in RGW_POOLS]
+        answers = self.commands.mon_waves([first, then])
+        for index, keyring in keyrings.items():
+            write_keyring(keyring, first[index]["entity"], answers[0][index])
+
+    def create(self) -> None:
+        """After `prepare` and once the OSDs are up: the daemons, then the gateway's user."""
+        if not self.layout.service_names():
+            return
+        t0 = time.monotonic()
         self.start()
-        if layout.rgw:
+        if self.layout.rgw:
             self.create_rgw_user()
-        self._log(f"devcluster: {' and '.join(layout.service_names())} up "
+        self._log(f"devcluster: {' and '.join(self.layout.service_names())} up "
                   f"({time.monotonic() - t0:.1f}s)")
 
     def start(self) -> None:
@@ -148,13 +160,26 @@ class ClusterServices:
         return RgwAccess.load(self.layout.rgw_file)
 
 
-def pool_command(pool: str) -> list[str]:
-    return ["osd", "pool", "create", pool, str(SERVICE_POOL_PGS), str(SERVICE_POOL_PGS), "replicated"]
+def pool_command(pool: str) -> dict[str, Any]:
+    return {"prefix": "osd pool create", "pool": pool, "pg_num": SERVICE_POOL_PGS,
+            "pgp_num": SERVICE_POOL_PGS, "pool_type": "replicated"}
 
 
-def key_command(name: str, data_dir: Path, caps: list[str]) -> list[str]:
-    """The daemon's key, written to its keyring in its data dir (never on a command line)."""
-    return ["auth", "get-or-create", name, *caps, "-o", str(data_dir / "keyring")]
+def key_command(entity: str, caps: list[str]) -> dict[str, Any]:
+    return {"prefix": "auth get-or-create", "entity": entity, "caps": caps}
+
+
+def write_keyring(path: Path, entity: str, answer: Any) -> None:
+    """The daemon's keyring from the mon's answer to `auth get-or-create` (readable by its owner
+    only); a key that is not one base64 word is refused rather than written."""
+    entry = answer[0] if isinstance(answer, list) and answer else {}
+    key = entry.get("key") if isinstance(entry, dict) else None
+    if not isinstance(key, str) or not KEY.fullmatch(key) or entry.get("entity") != entity:
+        raise DevClusterError(f"the mon answered `auth get-or-create {entity}` without its key")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(f"[{entity}]\n\tkey = {key}\n")
 
 
 def key_of(answer: dict[str, Any], section: str, user: str) -> dict[str, Any]:

@@ -336,8 +336,9 @@ class DevCluster:
         state = bootstrap.new_state(backing)  # recorded before anything starts
         if self.parts.hosts is not None:
             self.parts.hosts.up_network()
-        bootstrap.create(state)
-        self.parts.services.create()
+        services = self.parts.services
+        bootstrap.create(state, with_the_mon=services.prepare)
+        services.create()
         if self.parts.hosts is not None:
             self.parts.hosts.start_services()
 
@@ -437,9 +438,8 @@ class DevCluster:
         if not running and not attached and not namespaces and not quiet:
             raise DevClusterError(f"dev cluster in {self.state_dir} is not running")
         # The gateway and the MDS first (their clients of the OSDs would hang), then the OSDs,
-        # so the mon sees them go; each kind in parallel.
-        for name in reversed(self.layout.service_names()):
-            self.daemons.stop(name)
+        # so the mon sees them go; each kind in parallel (an MDS takes ~8 s to leave).
+        self._stop_in_parallel(self.layout.service_names())
         self._stop_in_parallel([n for n in running if n.startswith("osd.")])
         for name in (f"mgr.{MGR_ID}", f"mon.{MON_ID}"):
             self.daemons.stop(name)
@@ -462,7 +462,7 @@ class DevCluster:
         names = sorted(p.name.removesuffix(".pid") for p in self.asok_dir.rglob("*.pid"))
         services = [n for n in names if n.startswith(("mds.", "client."))]
         osds = [n for n in names if n.startswith("osd.")]
-        stopped = [n for n in services if self.daemons.stop(n)]
+        stopped = [n for n, ok in zip(services, self._stop_in_parallel(services), strict=True) if ok]
         stopped += [n for n, ok in zip(osds, self._stop_in_parallel(osds), strict=True) if ok]
         stopped += [n for n in names if n not in osds and n not in services and self.daemons.stop(n)]
         stopped += self.parts.loops.detach_under(self.state_dir)

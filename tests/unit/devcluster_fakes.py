@@ -19,6 +19,7 @@ from cephscope.deploy.cluster_layout import ClusterLayout, DevClusterError, OsdB
 from cephscope.deploy.cluster_parts import ClusterParts, PartsFactory
 from cephscope.deploy.cluster_preflight import ClusterPreflight
 from cephscope.deploy.cluster_services import ClusterServices
+from cephscope.deploy.mon_batch import PYTHON as MON_BATCH_PYTHON
 from cephscope.deploy.placement import DevHost, Placement, Release
 
 
@@ -42,12 +43,23 @@ class Journal:
     def indices(self, kind: str, predicate: Callable[[tuple[Any, ...]], bool] = lambda e: True) -> list[int]:
         return [i for i, e in enumerate(self.events) if e[0] == kind and predicate(e)]
 
+    def mon_waves(self) -> list[tuple[int, list[list[dict[str, Any]]]]]:
+        """Every mon batch run (deploy/mon_batch.py): its index in `events` and its waves."""
+        return [(i, json.loads(e[3])["waves"]) for i, e in enumerate(self.events)
+                if e[0] == "run" and e[2][:2] == (MON_BATCH_PYTHON, "-c")]
+
+    def mon_commands(self, prefix: str) -> list[tuple[int, int, dict[str, Any]]]:
+        """(event index, wave number, command) of every batched mon command with `prefix`."""
+        return [(i, n, command) for i, waves in self.mon_waves() for n, wave in enumerate(waves)
+                for command in wave if command["prefix"] == prefix]
+
 
 class FakeRunner(Placement):
     """Commands as the real tools would answer them, without running any: `ceph-authtool
     --gen-print-key` prints a key, `ceph osd new` the next OSD id, `ceph health` HEALTH_OK,
     `radosgw-admin user create` and `subuser create` a user with fresh keys (as radosgw-admin's
-    JSON has them; `rgw_answer` replaces that answer), everything else nothing."""
+    JSON has them; `rgw_answer` replaces that answer), a mon batch (deploy/mon_batch.py) success
+    with new keys for `auth get-or-create`, everything else nothing."""
 
     def __init__(self, state_dir: Path, journal: Journal, rgw_answer: bytes | None = None) -> None:
         super().__init__(state_dir)
@@ -55,6 +67,7 @@ class FakeRunner(Placement):
         self.rgw_answer = rgw_answer
         self._osd_ids = itertools.count()
         self._keys = itertools.count(1)
+        self._mon_keys = itertools.count(1)
 
     def run(self, host: DevHost, release: Release, argv: Sequence[str], timeout: float = 60,
             input_bytes: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -68,7 +81,23 @@ class FakeRunner(Placement):
             out = b'{"status": "HEALTH_OK", "checks": {}}'
         elif list(argv[:1]) == ["radosgw-admin"]:
             out = self.rgw_answer if self.rgw_answer is not None else self._rgw_user(argv)
+        elif list(argv[:2]) == [MON_BATCH_PYTHON, "-c"]:
+            out = self._mon_batch(json.loads(input_bytes or b"{}")["waves"])
         return subprocess.CompletedProcess(list(argv), 0, out, b"")
+
+    def _mon_batch(self, waves: list[list[dict[str, Any]]]) -> bytes:
+        """Every command succeeds; `auth get-or-create` answers the entity's new key."""
+        answers = []
+        for wave in waves:
+            replies = []
+            for command in wave:
+                outb = ""
+                if command["prefix"] == "auth get-or-create":
+                    outb = json.dumps([{"entity": command["entity"], "caps": {},
+                                        "key": f"AQBkey{next(self._mon_keys)}fakefakefake=="}])
+                replies.append({"ret": 0, "outs": "", "outb": outb})
+            answers.append(replies)
+        return json.dumps({"answers": answers}).encode()
 
     def _rgw_user(self, argv: Sequence[str]) -> bytes:
         uid = argv[argv.index("--uid") + 1]

@@ -1,11 +1,11 @@
 """The dev cluster's commands: client argv from the cluster's release, a failing command
-reported as one DevClusterError line naming the host it ran on, and commands sent together."""
+reported as one DevClusterError line naming the host it ran on, and mon commands in waves."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,7 +13,7 @@ import pytest
 
 from cephscope.deploy.cluster_commands import ClusterCommands
 from cephscope.deploy.cluster_layout import ClusterLayout, DevClusterError
-from cephscope.deploy.placement import DevHost, Placement, PlacementError, Release
+from cephscope.deploy.placement import DevHost, Placement, Release
 
 
 def test_client_argv_names_the_conf_and_runs_from_the_release_root(tmp_path: Path) -> None:
@@ -39,25 +39,26 @@ def test_a_failing_command_is_one_line_naming_its_host(tmp_path: Path) -> None:
         commands.run_on(elsewhere, ["/nonexistent/ceph-osd"])
 
 
-def test_commands_sent_together_all_run_before_the_first_failure_is_raised(tmp_path: Path) -> None:
+def test_mon_waves_run_as_one_batch_of_the_release_and_say_the_failing_command(tmp_path: Path) -> None:
     layout = ClusterLayout.resolve(tmp_path / "c")
-    started: list[list[str]] = []
-    lock = threading.Lock()
-    all_started = threading.Barrier(3, timeout=5)  # each waits for the others: they run at once
+    layout.release = Release("tentacle", tmp_path / "root")
+    sent: list[tuple[list[str], bytes | None]] = []
 
-    class Together(Placement):
+    class Batch(Placement):
         def run(self, host: DevHost, release: Release, argv: Sequence[str], timeout: float = 60,
                 input_bytes: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-            with lock:
-                started.append(list(argv))
-            all_started.wait()
-            if "bad" in argv:
-                raise PlacementError("ceph osd pool create bad failed (1): Error EINVAL")
-            return subprocess.CompletedProcess(list(argv), 0, b"", b"")
+            sent.append((self.command(host, release, argv), input_bytes))
+            failed = {"ret": -17, "outs": "Error EEXIST: fs already exists", "outb": ""}
+            answer = json.dumps({"answers": [[failed]]}).encode()
+            return subprocess.CompletedProcess(list(argv), 0, answer, b"")
 
-    commands = ClusterCommands(layout, Together(layout.state_dir))
-    with pytest.raises(DevClusterError, match="pool create bad failed"):
-        commands.ceph_together([["osd", "pool", "create", "p1"], ["osd", "pool", "create", "bad"],
-                                ["osd", "pool", "create", "p3"]])
-    assert sorted(argv[-1] for argv in started) == ["bad", "p1", "p3"]
-    commands.ceph_together([])  # nothing to send: nothing runs
+    commands = ClusterCommands(layout, Batch(layout.state_dir))
+    assert commands.mon_waves([[], []]) == [] and sent == []  # nothing to send: nothing runs
+    with pytest.raises(DevClusterError, match=r"`ceph fs new` failed: Error EEXIST"):
+        commands.mon_waves([[{"prefix": "fs new", "fs_name": "cephfs"}]])
+    (argv, stdin), = sent
+    # the release root's own python3 and python3-rados, through the same wrapper as its tools
+    assert argv[:3] == [sys.executable, "-m", "cephscope.deploy.rootexec"]
+    assert argv[argv.index("--") + 1:][:2] == ["/usr/bin/python3", "-c"] and str(layout.conf_path) in argv
+    fs_new = {"prefix": "fs new", "fs_name": "cephfs", "format": "json"}
+    assert json.loads(stdin or b"") == {"waves": [[fs_new]]}

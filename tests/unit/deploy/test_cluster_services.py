@@ -12,7 +12,7 @@ import pytest
 from cephscope.deploy.cluster_bootstrap import ClusterBootstrap
 from cephscope.deploy.cluster_commands import ClusterCommands
 from cephscope.deploy.cluster_layout import ClusterLayout, DevClusterError
-from cephscope.deploy.cluster_services import ClusterServices
+from cephscope.deploy.cluster_services import ClusterServices, write_keyring
 from tests.unit.devcluster_fakes import FakeRunner, Journal, RecordingDaemons, RecordingHealth, RecordingLoops
 
 
@@ -78,16 +78,31 @@ def test_service_pools_are_small_and_keys_go_to_keyrings_in_the_data_dirs(tmp_pa
     layout = ClusterLayout.resolve(tmp_path / "c", mds=True, rgw=True)
     _, services = parts(layout, journal)
     layout.state_dir.mkdir(parents=True)
-    services.create()
-    ceph = [e[2] for e in journal.kinds("run") if e[2][0] == "ceph"]
-    creates = [argv for argv in ceph if "create" in argv and "pool" in argv]
-    assert len(creates) == 9 and all(argv[-3:] == ("8", "8", "replicated") for argv in creates)
-    mds_key, = [argv for argv in ceph if "get-or-create" in argv and "mds.a" in argv]
-    assert mds_key[mds_key.index("-o") + 1] == str(layout.mds_data / "keyring")
-    assert "allow profile mds" in mds_key
-    rgw_key, = [argv for argv in ceph if "get-or-create" in argv and "client.rgw.a" in argv]
-    assert rgw_key[rgw_key.index("-o") + 1] == str(layout.rgw_data / "keyring")
-    assert layout.mds_data.is_dir() and layout.rgw_data.is_dir()
+    services.prepare()
+    creates = [c for _, _, c in journal.mon_commands("osd pool create")]
+    assert len(creates) == 9
+    assert all((c["pg_num"], c["pgp_num"], c["pool_type"]) == (8, 8, "replicated") for c in creates)
+    (_, _, mds_key), = [k for k in journal.mon_commands("auth get-or-create") if k[2]["entity"] == "mds.a"]
+    assert "allow profile mds" in mds_key["caps"] and mds_key["format"] == "json"
+    # the keys came back on the batch's stdout and went to the daemons' keyrings, owner only
+    for keyring, entity in ((layout.mds_data / "keyring", "mds.a"),
+                            (layout.rgw_data / "keyring", "client.rgw.a")):
+        assert keyring.read_text().startswith(f"[{entity}]\n\tkey = AQBkey")
+        assert keyring.stat().st_mode & 0o777 == 0o600
+    batch, = [e[2] for e in journal.kinds("run") if e[2][0] == "/usr/bin/python3"]
+    assert not any("AQBkey" in word for word in batch)
+
+
+@pytest.mark.parametrize("answer", [
+    [{"entity": "mds.a", "key": "AQB+/x==\n[client.admin]\n\tkey = stolen"}],
+    [{"entity": "client.admin", "key": "AQBvalid=="}],
+    [],
+    "text",
+])
+def test_a_keyring_is_written_only_from_a_clean_key_of_its_own_entity(tmp_path: Path, answer: object) -> None:
+    with pytest.raises(DevClusterError, match=r"answered `auth get-or-create mds\.a` without its key"):
+        write_keyring(tmp_path / "keyring", "mds.a", answer)
+    assert not (tmp_path / "keyring").exists()
 
 
 @pytest.mark.parametrize(("answer", "problem"), [
