@@ -263,3 +263,29 @@ def test_missing_tool_names_where_it_comes_from(tmp_path: Path, removed: list[st
         bench.run("put", ctx)
     bench.cleanup(ctx)
     assert removed == []  # nothing ran: nothing to remove
+
+
+def test_every_client_runs_its_own_swift_bench_with_its_own_key_file(
+        tmp_path: Path, fake_swift_bench: Path, removed: list[str]) -> None:
+    from cephscope.runner.hostexec import LocalHost
+
+    clients = (LocalHost("client1"), LocalHost("client2"))
+    ctx = _ctx(tmp_path, clients=clients)
+    client_samples: list = []
+    ctx.report_client_progress = lambda client, mode, s: client_samples.append((client, mode))
+    bench = SwiftBench({"cmd_path": str(fake_swift_bench), "get_count": 2500, "put_count": 2000})
+    bench.prepare(ctx)
+    key_files = [Path(k.path) for k in bench._keys.values()]
+    assert len(key_files) == 2 and all(not p.is_relative_to(ctx.step_dir) for p in key_files)
+    for mode in bench.modes():
+        bench.run(mode, ctx)
+    per_client = bench.parse_clients("get", ctx)
+    assert sorted(per_client) == ["client1", "client2"]
+    assert all(r.iops == 78.3 for r in per_client.values())
+    assert bench.parse("get", ctx).iops == pytest.approx(2 * 78.3)
+    bench.cleanup(ctx)
+    assert not any(p.exists() for p in key_files)
+    logged = (tmp_path / "argv.log").read_text()
+    assert "--container-name cephscope-abc123-client1-0" in logged
+    assert "--container-name cephscope-abc123-client2-0" in logged
+    assert {c for c, _m in client_samples} == {"client1", "client2"}
