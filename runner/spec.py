@@ -130,6 +130,12 @@ QUEUE_ATTRIBUTE = re.compile(r"^(iosched/)?[a-z0-9_]+$")
 SYSCTL_NAME = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_-]+)+$")
 # A Ceph release as `devcluster.release` names it (which ones exist is the dev cluster's say).
 RELEASE_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+# An erasure-code profile the cluster defines, named by a pool profile (looked up at start).
+ERASURE_PROFILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+# What a profile looked up on the cluster holds: known once it is looked up, so never part of
+# a step's identity (the profile's name is).
+CLUSTER_ERASURE_SETTINGS = ("erasure_k", "erasure_m", "erasure_plugin", "failure_domain",
+                            "stripe_unit")
 DEVCLUSTER_KEYS = frozenset({"release"})
 
 
@@ -156,13 +162,21 @@ class PoolProfile:
     prefill_recovery_objects: int = 0
     prefill_recovery_object_size: int = 4 << 20
     prefill_recovery_threads: int = 16
+    # an erasure-code profile the spec names but does not define: the cluster's, looked up at
+    # start (runner/cluster_erasure_profiles.py) and used as it is
+    cluster_erasure_profile: str | None = None
 
     @property
     def is_erasure(self) -> bool:
         return self.replication is None
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        if d.pop("cluster_erasure_profile") is None:
+            return d
+        for key in CLUSTER_ERASURE_SETTINGS:
+            d.pop(key)
+        return {**d, "cluster_erasure_profile": self.cluster_erasure_profile}
 
 
 @dataclass(frozen=True)
@@ -728,9 +742,8 @@ def _pool_profile(c: Checker, kp: tuple[Any, ...], name: str, pp: Any,
         if ep_name is not None:
             ep = erasure_profiles.get(str(ep_name))
             if ep is None:
-                c.error((*kp, "erasure_profile"), ep_name,
-                        "no such erasure profile (define it under erasure_profiles)")
-                return None
+                return _cluster_erasure_profile(c, kp, name, ep_name, pg_num, before,
+                                                bool(ec_overwrites), prefill)
             k = ep.get("erasure_k", ep.get("k", k))
             m = ep.get("erasure_m", ep.get("m", m))
             plugin = ep.get("erasure_plugin", ep.get("plugin", plugin))
@@ -750,6 +763,24 @@ def _pool_profile(c: Checker, kp: tuple[Any, ...], name: str, pp: Any,
     if len(c.problems) > before or size is None or pg_num is None:
         return None
     return PoolProfile(name=name, replication=size, pg_num=pg_num, **prefill)
+
+
+def _cluster_erasure_profile(c: Checker, kp: tuple[Any, ...], name: str, ep_name: Any,
+                             pg_num: int | None, before: int, ec_overwrites: bool,
+                             prefill: dict[str, Any]) -> PoolProfile | None:
+    """A pool profile naming an erasure profile the spec does not define (CBT's files expect
+    it on the cluster): its settings are looked up on the cluster at start."""
+    if not isinstance(ep_name, str) or not ERASURE_PROFILE_NAME.match(ep_name):
+        c.error((*kp, "erasure_profile"), ep_name,
+                "not an erasure-code profile name (letters, digits, '_', '.', '-')")
+        return None
+    c.warn((*kp, "erasure_profile"),
+           f"{ep_name!r} is not defined under erasure_profiles: the cluster's profile of that "
+           f"name is used, looked up at start (`ceph osd erasure-code-profile get {ep_name}`)")
+    if len(c.problems) > before or pg_num is None:
+        return None
+    return PoolProfile(name=name, replication=None, pg_num=pg_num, ec_overwrites=ec_overwrites,
+                       cluster_erasure_profile=ep_name, **prefill)
 
 
 def _host_knobs(c: Checker, spec: Spec, data: dict[str, Any], cluster: dict[str, Any],

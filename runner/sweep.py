@@ -27,13 +27,21 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from cephscope.runner import cluster_erasure_profiles
 from cephscope.runner.benchmarks.base import Benchmark
 from cephscope.runner.cephclient import CephError, CephTarget
 from cephscope.runner.clients import ClientsError, close_clients, require_reachable
 from cephscope.runner.dry_run import change_lines
 from cephscope.runner.metadata_names import metadata_problems
 from cephscope.runner.options import SweepOptions
-from cephscope.runner.planning import Plan, Planner, dry_run_inputs, search_plan, searches
+from cephscope.runner.planning import (
+    NOT_REACHABLE,
+    Plan,
+    Planner,
+    dry_run_inputs,
+    search_plan,
+    searches,
+)
 from cephscope.runner.progress import format_duration
 from cephscope.runner.release_switch import check_releases
 from cephscope.runner.requirements import endpoint_problems, missing_tools
@@ -115,6 +123,11 @@ class Sweep:
             # a dry run reaches no client: the tools are looked for here only
             for problem in unrunnable + missing_tools(spec, self.benchmarks, ()):
                 self.log(f"a run would be refused: {problem}")
+            reachable = cluster is not None and not any(n.startswith(NOT_REACHABLE)
+                                                        for n in plan.notes)
+            for line in cluster_erasure_profiles.dry_run_lines(
+                    spec, plan.steps, cluster.cli if reachable and cluster else None):
+                self.log(line)
             for line in change_lines(dry_run_inputs(spec, plan, self.opts, self.benchmarks,
                                                     parts)):
                 self.log(line)
@@ -148,11 +161,30 @@ class Sweep:
             plan = planner.plan(spec) if searches(spec) else planner.plan(spec, steps)
             done = sum(1 for s in steps if rd.is_done(s))
             self.log(f"resuming run {rd.run_id}: {done}/{len(steps)} steps already done")
+            self._look_up_erasure_profiles(spec, plan, parts, cluster)
         else:
             plan = planner.plan(spec)
+            self._look_up_erasure_profiles(spec, plan, parts, cluster)
             rd = self._create_run_dir(spec, spec_text, plan)
         run = SweepRun(self.opts, self.benchmarks, self._wired, self.log)
         return run.execute(spec, plan, rd, parts, cluster)
+
+    def _look_up_erasure_profiles(self, spec: Spec, plan: Plan, parts: Collaborators,
+                                  cluster: ClusterParts) -> None:
+        """The cluster's erasure-code profiles that pool profiles name (reads only, before
+        any change): the spec's pool profiles get their settings; one the cluster lacks
+        refuses the run."""
+        try:
+            found = cluster_erasure_profiles.look_up(spec, plan.steps, cluster.cli)
+        except (SpecError, CephError):
+            cluster.cli.close()
+            close_clients(parts.clients, parts.ssh_control_dir)
+            raise
+        for name, profile in found.items():
+            self.log(f"pool profile {name}: the cluster's erasure-code profile "
+                     f"{profile.cluster_erasure_profile} "
+                     f"({cluster_erasure_profiles.describe(profile)})")
+        spec.pool_profiles.update(found)
 
     def _create_run_dir(self, spec: Spec, spec_text: str, plan: Plan) -> RunDir:
         spec_path = spec.path

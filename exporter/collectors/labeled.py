@@ -15,7 +15,8 @@ are added beside ``ceph_daemon`` (a gateway's: ``instance_id``; src/exporter/Dae
 does the same), e.g. Tentacle's per-user and per-bucket RGW op counters (with
 ``rgw_user_counters_cache`` / ``rgw_bucket_counters_cache`` on):
 
-    ceph_rgw_op_per_bucket_put_obj_ops{Bucket="b1",instance_id="a"} 4
+    ceph_rgw_op_per_bucket_put_obj_ops{instance_id="a",bucket="b1"} 4
+
 Daemons without the command (Pacific) are remembered per daemon life and not asked again.
 """
 

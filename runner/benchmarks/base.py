@@ -171,6 +171,10 @@ class Benchmark(abc.ABC):
     endpoint_keys: ClassVar[frozenset[str]] = frozenset()
     #: notes the report prints when a run holds finished steps of this benchmark
     report_notes: ClassVar[tuple[str, ...]] = ()
+    #: the parameters that raise the load the benchmark offers (ops in flight, processes,
+    #: jobs, a target rate): swept, each gives the report a response curve (latency against
+    #: IOPS as it rises). The one place the report and compare learn which axes are load.
+    load_parameters: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         self.params = dict(params)

@@ -357,6 +357,8 @@ class _StreamScanner:
 class LibrbdFio(Benchmark):
     name: ClassVar[str] = "librbdfio"
     pool_application: ClassVar[str] = "rbd"
+    load_parameters: ClassVar[tuple[str, ...]] = (
+        "iodepth", "numjobs", "procs_per_volume", "volumes", "volumes_per_client", "rate_iops")
     parameters: ClassVar[Mapping[str, tuple[type, ...]]] = {
         "mode": (str,),
         "op_size": (int, str),

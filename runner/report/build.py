@@ -20,6 +20,8 @@ from cephscope.runner.baseline import pre_sweep_values
 from cephscope.runner.benchmarks import BENCHMARKS
 from cephscope.runner.clients import per_client_rows
 from cephscope.runner.recovery import phase_key
+from cephscope.runner.report.curve_plots import plot_response_curves
+from cephscope.runner.report.curves import curves_table, response_curves, write_curve_data
 from cephscope.runner.report.hosts import Table, blamed_place, device_table, nic_table
 from cephscope.runner.report.hosts import client_table as step_client_table
 from cephscope.runner.report.plots import plot_axes, plot_cores, plot_heatmaps, plot_thread_groups
@@ -562,6 +564,14 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
         md += ["## Per client", "", markdown_table(*clients), ""]
     if content.stats:
         md += ["## Statistics over iterations", "", markdown_table(*content.stats), ""]
+    curves = response_curves(rows)
+    write_curve_data(run_dir, curves)
+    curve_plots = plot_response_curves(curves, run_dir / PLOT_DIR) if plots and curves else []
+    if curves:
+        md += ["## Response curves", "", CURVES_NOTE, "",
+               *(f"- {c.knee_text()}" for c in curves), "",
+               markdown_table(*curves_table(curves)), "",
+               *(f"![{p.stem}]({PLOT_DIR}/{p.name})" for p in curve_plots), ""]
     if content.idle:
         md += ["## System vs idle baseline", "", IDLE_NOTE, "", markdown_table(*content.idle), ""]
     rec_lines, front_plots = report_lines(run_dir, run_dir / PLOT_DIR if plots else None)
@@ -606,6 +616,12 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
         h += ["<h2>Per client</h2>", _html_table(*clients)]
     if content.stats:
         h += ["<h2>Statistics over iterations</h2>", _html_table(*content.stats)]
+    if curves:
+        h += ["<h2>Response curves</h2>", f"<p>{html.escape(CURVES_NOTE)}</p>",
+              "<ul>" + "".join(f"<li>{html.escape(c.knee_text())}</li>" for c in curves)
+              + "</ul>", _html_table(*curves_table(curves))]
+        h += [f"<p><img alt='{html.escape(p.stem)}' src='{_png_data_uri(p)}'></p>"
+              for p in curve_plots]
     if content.idle:
         h += ["<h2>System vs idle baseline</h2>", f"<p>{html.escape(IDLE_NOTE)}</p>",
               _html_table(*content.idle)]
@@ -628,7 +644,15 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
     h.append("</body></html>")
     html_path = run_dir / "report.html"
     atomic_write_text(html_path, "\n".join(h))
-    return Report(md_path, html_path, plot_paths, rows)
+    return Report(md_path, html_path, plot_paths + curve_plots, rows)
+
+
+CURVES_NOTE = ("Latency against IOPS as a load axis rises (the benchmark's load parameters: "
+               "ops in flight, jobs, processes), one curve per configuration of the other "
+               "axes; figures are the mean ± sd over the iterations. The knee is the point "
+               "of maximum IOPS / mean latency: the last load step that still bought more "
+               "throughput than it cost in latency. Data: response-curves.csv and "
+               "response-curves.json beside this report.")
 
 
 IDLE_NOTE = ("Each step's figure beside the same figure over the idle baseline window at run "

@@ -2,7 +2,8 @@
 free ports (each worker its own range).
 
 Fixtures:
-- `devcluster`: a started `DevCluster` (HEALTH_OK, pools created) in a tmp state dir.
+- `devcluster`: a started `DevCluster` (HEALTH_OK, pools created) in a tmp state dir, with an
+  MDS (file system `cephfs`) and a RADOS gateway (`rgw_access()`).
 - `devcluster6`: the same with 6 OSDs, per module.
 - `stack`: a started `Stack` scraping that cluster's exporter, node_exporter, and the runner
   endpoint on `stack.runner_port`; `stack.webhook` records what Alertmanager sends to the
@@ -133,7 +134,7 @@ class WebhookRecorder:
 @pytest.fixture(scope="session")
 def devcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
     state_dir = tmp_path_factory.mktemp("devcluster")
-    cluster = DevCluster(state_dir, port_base=free_port_base(100), num_osds=3)
+    cluster = DevCluster(state_dir, port_base=free_port_base(100), num_osds=3, mds=True, rgw=True)
     started = time.monotonic()
     try:
         cluster.up()

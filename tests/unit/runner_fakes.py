@@ -115,6 +115,10 @@ class FakeCluster:
         self.metadata: list[dict[str, Any]] = [
             {"id": i, "hostname": "osd-host", "devices": "sda"} for i in range(osds)]
         self.rotational: set[int] = set()  # OSDs whose store is on a rotational device
+        # erasure-code profiles as `osd erasure-code-profile get` prints them (all strings)
+        self.ec_profiles: dict[str, dict[str, str]] = {}
+        # `osd crush rule dump`: id -> name
+        self.crush_rules: dict[int, str] = {0: "replicated_rule"}
 
     # the CephCli surface the manager uses
     def limit_to(self, seconds: float | None) -> None:
@@ -154,7 +158,37 @@ class FakeCluster:
         if prefix == "osd pool ls":
             return [{"pool_name": n, **p} for n, p in self.pools.items()]
         if prefix == "osd pool create":
-            self.pools[args["pool"]] = {"type": 1, "size": 3}
+            if args.get("pool_type") == "erasure":
+                # as Ceph does: a crush rule named after the pool, which outlives it
+                rule = max(self.crush_rules) + 1
+                self.crush_rules[rule] = args["pool"]
+                ec = self.ec_profiles[args["erasure_code_profile"]]
+                self.pools[args["pool"]] = {"type": 3, "size": int(ec["k"]) + int(ec["m"]),
+                                            "erasure_code_profile": args["erasure_code_profile"],
+                                            "crush_rule": rule}
+            else:
+                self.pools[args["pool"]] = {"type": 1, "size": 3, "crush_rule": 0}
+            return None
+        if prefix == "osd crush rule dump":
+            return [{"rule_id": i, "rule_name": n} for i, n in self.crush_rules.items()]
+        if prefix == "osd crush rule rm":
+            used = {p["crush_rule"] for p in self.pools.values()}
+            rule = next(i for i, n in self.crush_rules.items() if n == args["name"])
+            if rule in used:
+                raise CephError(f"`ceph osd crush rule rm` failed: EBUSY crush rule "
+                                f"{args['name']} in use")
+            del self.crush_rules[rule]
+            return None
+        if prefix == "osd erasure-code-profile get":
+            if args["name"] not in self.ec_profiles:
+                raise CephError("`ceph osd erasure-code-profile get` failed: ENOENT unknown "
+                                f"erasure code profile '{args['name']}'")
+            return dict(self.ec_profiles[args["name"]])
+        if prefix == "osd erasure-code-profile set":
+            self.ec_profiles[args["name"]] = dict(p.split("=", 1) for p in args["profile"])
+            return None
+        if prefix == "osd erasure-code-profile rm":
+            self.ec_profiles.pop(args["name"], None)
             return None
         if prefix == "osd pool set":
             self.pools[args["pool"]][args["var"]] = int(args["val"])

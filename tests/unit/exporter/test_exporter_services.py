@@ -255,3 +255,14 @@ def test_services_golden_passes_promtool(version: str) -> None:
     findings = [line for line in (proc.stdout + proc.stderr).decode().splitlines() if line.strip()]
     assert not [line for line in findings if not CEPH_COMPAT_LINT.match(line)]
     assert any(line.startswith("ceph_mds_reply_latency_count ") for line in findings)
+
+
+def test_a_gateway_socket_name_with_quotes_and_backslashes_renders_escaped(run: Path) -> None:
+    """The instance_id comes from a file name anyone with write access to the socket dir
+    chooses: it ends up escaped in a label value, and the exposition still parses."""
+    text = scrape(run, {"rgw.a": 'ceph-client.rgw.q"uo\\te.asok'}, "16.2.15")
+    assert 'ceph_rgw_req{instance_id="q\\"uo\\\\te"}' in text
+    assert 'cephscope_daemon_up{ceph_daemon="rgw.q\\"uo\\\\te"} 1' in text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    (sample,) = families["ceph_rgw_req"].samples
+    assert sample.labels == {"instance_id": 'q"uo\\te'}
