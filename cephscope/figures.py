@@ -58,7 +58,6 @@ NIC_RECEIVE_BYTES = "node_network_receive_bytes_total"
 NIC_TRANSMIT_BYTES = "node_network_transmit_bytes_total"
 OSD_OPS = "ceph_osd_op"
 OSD_THREAD_CPU_SECONDS = "cephscope_osd_thread_cpu_seconds_total"
-
 # CephFS: an MDS's client requests and its reply latency (ceph-exporter's names, ceph_daemon).
 MDS_REQUESTS = "ceph_mds_server_handle_client_request"
 MDS_REPLY_LATENCY = "ceph_mds_reply_latency"  # _sum / _count
@@ -212,6 +211,14 @@ class Figures:
         by = tuple(by)
         return " or ".join(f"({_agg('sum', by, self.exporter_rate(nbytes, *matchers))})"
                            for _, nbytes, _ in rgw_op_counters(op))
+
+    def rgw_request_rate(self, by: Iterable[str] = (), *matchers: str) -> str:
+        """Requests per second the gateways served (every API and op), summed by `by`."""
+        return _agg("sum", tuple(by), self.exporter_rate(RGW_REQUESTS, *matchers))
+
+    def rgw_failed_request_rate(self, by: Iterable[str] = (), *matchers: str) -> str:
+        """Requests per second the gateways aborted, summed by `by`."""
+        return _agg("sum", tuple(by), self.exporter_rate(RGW_FAILED_REQUESTS, *matchers))
 
     def rgw_latency_seconds(self, op: str, by: Iterable[str] = (), *matchers: str) -> str:
         """Average GET or PUT latency of the gateways, by `by`: to the first byte up to Reef,

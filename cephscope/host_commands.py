@@ -108,6 +108,13 @@ COMMANDS: tuple[HostCommand, ...] = (
                 needed_here=False),
     HostCommand("targetcli", None, "rbd-tcmu client endpoints (Debian: targetcli-fb)",
                 needed_here=False),
+    # from PyPI into the venv (the runner extra)
+    HostCommand("swift-bench", None, "swiftbench benchmark (the RADOS Gateway's Swift API)"),
+    # S3/Swift load generators of CBT that no registry here serves: run where a user has them
+    HostCommand("hsbench", None, "hsbench benchmark (github.com/markhpc/hsbench)",
+                needed_here=False),
+    HostCommand("getput", None, "getput benchmark (github.com/markseger/getput, Python 2)",
+                needed_here=False),
     # restart methods that run on a user's cluster, never here
     HostCommand("systemctl", None, "restart methods systemd and cephadm-systemd", needed_here=False),
 )

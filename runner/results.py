@@ -349,7 +349,8 @@ class RunDir:
                         "99", (r.get("latency_percentiles_seconds") or {}).get("99.0")),
                     "start": ts.get("started"), "end": ts.get("ended"),
                     "dead_time_seconds": ts.get("dead_time_seconds"),
-                    **system_columns(system, r.get("iops"), r.get("bandwidth_bytes_per_second")),
+                    **system_columns(system, r.get("iops"), r.get("bandwidth_bytes_per_second"),
+                                     mode),
                 })
         return rows
 

@@ -31,12 +31,21 @@ import yaml
 
 from cephscope.runner.benchmark_params import INJECTED, step_params
 from cephscope.runner.endpoints.settings import (
+    NOT_FIO_DRIVERS,
     CephfsPools,
     EndpointSpec,
     parse_cephfs_pools,
     parse_client_endpoints,
 )
 from cephscope.runner.recovery import RecoverySpec, parse_recovery
+from cephscope.runner.rgw_endpoint import (
+    RgwEndpoint,
+    RgwSettings,
+    cbt_getput_endpoint,
+    cbt_s3_endpoint,
+    parse_rgw,
+    spec_secrets,
+)
 from cephscope.runner.search.settings import AdaptiveIterations, parse_iterations, parse_search
 from cephscope.runner.spec_checker import (
     Checker,
@@ -83,7 +92,7 @@ OSD_ID_PLACEHOLDER = "{id}"
 TOP_KEYS = frozenset(
     {"cluster", "benchmarks", "pool_profiles", "erasure_profiles", "iterations", "ceph_config",
      "restart", "name", "description", "search", "osd_ra", "block_queue", "sysctl",
-     "recovery_test", "devcluster", "client_endpoints"}
+     "recovery_test", "devcluster", "client_endpoints", "rgw"}
 )
 TOP_KEYS_CBT_IGNORED = frozenset({"monitoring_profiles"})
 
@@ -107,8 +116,8 @@ CBT_BENCHMARK_KEYS_IGNORED = frozenset(
 )
 # CBT benchmarks cephscope does not have: refused, naming the ones it has.
 CBT_BENCHMARKS_MISSING = frozenset(
-    {"rbdfio", "kvmrbdfio", "hsbench", "cosbench", "getput", "nullbench",
-     "cephtestrados", "smallfile", "std_fio", "stdfiobench", "elbencho", "cephfsfio"}
+    {"rbdfio", "kvmrbdfio", "cosbench", "nullbench", "cephtestrados", "smallfile",
+     "std_fio", "stdfiobench", "elbencho", "cephfsfio"}
 )
 # Parameter every benchmark accepts: the pool profile the step runs on (an axis if a list).
 COMMON_BENCHMARK_KEYS = frozenset({"pool_profile"})
@@ -238,6 +247,8 @@ class Spec:
     # CBT's top-level client_endpoints sections by name, and cluster.cephfs_pools
     client_endpoints: dict[str, EndpointSpec] = field(default_factory=dict)
     cephfs_pools: CephfsPools | None = None
+    # the RADOS Gateway as the spec gives it (`rgw:`, CBT's s3 client endpoints, getput's keys)
+    rgw: RgwSettings | None = None
 
     def line_of(self, path: tuple[Any, ...]) -> int | None:
         # Fall back to the closest enclosing key that has a line.
@@ -264,6 +275,7 @@ class Spec:
             **({"client_endpoints": {n: e.to_dict() for n, e in self.client_endpoints.items()}}
                if self.client_endpoints else {}),
             **({"cephfs_pools": self.cephfs_pools.to_dict()} if self.cephfs_pools else {}),
+            **({"rgw": self.rgw.to_dict()} if self.rgw else {}),
             "benchmarks": self.benchmarks,
             "pool_profiles": {n: p.to_dict() for n, p in self.pool_profiles.items()},
             "restart": {
@@ -532,6 +544,9 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
 
     # benchmarks
     recov_types: dict[str, Any] = {}
+    # where-is-the-target keys of benchmarks (getput's auth/user/key, hsbench's
+    # client_endpoints): not step parameters, the run's gateway endpoint
+    endpoint_params: dict[str, dict[str, Any]] = {}
     bms = c.mapping(("benchmarks",), data.get("benchmarks"))
     if not bms and "benchmarks" not in data:
         c.error(("benchmarks",), None, "missing: the spec needs at least one benchmark")
@@ -562,10 +577,13 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
                 kept[key] = value
             elif key == "client_endpoints" and key in accepted:
                 names = c.axis_values(pk, value, (str,))
+                sections = data.get("client_endpoints")
                 for i, n in enumerate(names or []):
                     if n not in spec.client_endpoints:
+                        section = sections.get(n) if isinstance(sections, dict) else None
+                        driver = section.get("driver") if isinstance(section, dict) else None
                         c.error((*pk, i) if isinstance(value, list) else pk, n,
-                                "no such client_endpoints section")
+                                NOT_FIO_DRIVERS.get(driver, "no such client_endpoints section"))
                 kept[key] = value
             elif key == WORKLOADS_KEY and key in accepted:
                 block = parse_workloads(c, pk, value, accepted)
@@ -578,8 +596,11 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
                 c.warn(pk, f"CBT {bname} prefill options {sorted(value)} are not used; "
                            "images are prefilled with 4 MiB sequential writes")
                 kept[key] = True
+            elif key in getattr(cls, "endpoint_keys", ()):
+                endpoint_params.setdefault(bname, {})[key] = value
             elif key in accepted:
-                if c.axis_values(pk, value, tuple(accepted[key])) is not None:
+                minus_one = key in getattr(cls, "unlimited_keys", ())
+                if c.axis_values(pk, value, tuple(accepted[key]), minus_one=minus_one) is not None:
                     kept[key] = value
             elif key == "recov_test_type":  # CBT's, per benchmark: applies to the recovery test
                 recov_types[bname] = value
@@ -609,6 +630,7 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
     if recov_types and spec.recovery is None:
         c.error(("benchmarks",), recov_types, "recov_test_type without a recovery_test section")
 
+    spec.rgw = _rgw_settings(c, data, endpoint_params)
     if "search" in data:
         spec.search = parse_search(c, ("search",), data["search"], spec.benchmarks)
     spec.releases = _parse_devcluster(c, data.get("devcluster"))
@@ -637,6 +659,35 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
     if c.problems:
         raise SpecError(c.problems)
     return spec
+
+
+def _rgw_settings(c: Checker, data: dict[str, Any],
+                  endpoint_params: dict[str, dict[str, Any]]) -> RgwSettings | None:
+    """The gateway as the spec gives it: CBT's places (an S3 benchmark's `client_endpoints`
+    entry of driver s3, getput's auth/user/key), cephscope's `rgw:` section over them."""
+    found = RgwEndpoint()
+    keys: list[str] = []
+    for bname, params in endpoint_params.items():
+        kp: tuple[Any, ...] = ("benchmarks", bname)
+        if "client_endpoints" in params:
+            name = params["client_endpoints"]
+            sections = data.get("client_endpoints")
+            if not isinstance(sections, dict) or name not in sections:
+                c.error((*kp, "client_endpoints"), name,
+                        "no such client endpoint (define it under client_endpoints)")
+                continue
+            layer = cbt_s3_endpoint(c, ("client_endpoints", name), sections[name])
+        else:
+            layer = cbt_getput_endpoint(c, kp, params)
+        keys += spec_secrets(layer)
+        found = layer.over(found)
+    section = parse_rgw(c, ("rgw",), data.get("rgw")) if "rgw" in data else None
+    if section is not None:
+        keys += spec_secrets(section.endpoint)
+        found = section.endpoint.over(found)
+    if section is None and not endpoint_params:
+        return None
+    return RgwSettings(found, section.keys_file if section else None, tuple(keys))
 
 
 def _parse_devcluster(c: Checker, section: Any) -> tuple[str, ...]:
@@ -672,8 +723,12 @@ def _acted_on(data: dict[str, Any], benchmark_classes: Mapping[str, Any]) -> dic
             if bname not in benchmark_classes:
                 continue
             accepted = getattr(benchmark_classes[bname], "parameters", {})
+            # a tool's path is argv[0] only, looked up before anything runs (CBT's examples
+            # write placeholders such as /home/<user>/go/…/hsbench)
+            paths = getattr(benchmark_classes[bname], "tool_path_keys", frozenset())
             benchmarks[bname] = ({k: v for k, v in params.items()
-                                  if k in accepted or k not in CBT_BENCHMARK_KEYS_IGNORED}
+                                  if (k in accepted or k not in CBT_BENCHMARK_KEYS_IGNORED)
+                                  and k not in paths}
                                  if isinstance(params, dict) else params)
         kept["benchmarks"] = benchmarks
     return kept

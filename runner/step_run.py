@@ -33,6 +33,7 @@ from cephscope.runner.pools import PoolManager
 from cephscope.runner.progress import Progress
 from cephscope.runner.recovery import RecoveryTest
 from cephscope.runner.results import RunDir
+from cephscope.runner.rgw_endpoint import RgwEndpoint
 from cephscope.runner.signals import Interrupted
 from cephscope.runner.spec import Spec
 from cephscope.runner.steps import Step
@@ -65,6 +66,8 @@ class StepRunner:
     prefill_host: HostExec = field(default_factory=LocalHost)
     pending_cleanup: Callable[[], list[str]] | None = None
     recovery: RecoveryTest | None = None
+    # the gateway the RGW benchmarks drive (runner/rgw_endpoint.py)
+    rgw: RgwEndpoint | None = None
 
     def pool_for(self, step: Step) -> tuple[str, str | None]:
         """(pool, data pool or None) of the step, created when missing; ("", None) for a step
@@ -150,7 +153,7 @@ class StepRunner:
                 timeout_seconds=self.opts.step_timeout_seconds
                 or max(600.0, 3 * cls.estimated_seconds(params)),
                 clients=self.clients, ceph=cli.command, ensure_pool=self.ensure_pool,
-                undo=self.endpoint_changes(), log=self.log)
+                undo=self.endpoint_changes(), log=self.log, rgw=self.rgw)
             ts["prepare_start"] = time.time()
             metrics.set_phase("prepare", step.id)
             bench.prepare(ctx)  # includes the RBD prefill

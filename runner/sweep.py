@@ -46,8 +46,10 @@ from cephscope.runner.planning import (
 )
 from cephscope.runner.progress import format_duration
 from cephscope.runner.release_switch import check_releases
+from cephscope.runner.requirements import endpoint_problems, missing_tools
 from cephscope.runner.restart import StateRestartJournal
 from cephscope.runner.results import ResultsError, RunDir, make_run_id
+from cephscope.runner.rgw_endpoint import redact_text
 from cephscope.runner.search import live as live_search
 from cephscope.runner.signals import Interrupted
 from cephscope.runner.spec import Spec, SpecError, load_spec
@@ -113,9 +115,16 @@ class Sweep:
         cluster = parts.cluster
         planner = Planner(self.benchmarks, cluster.config if cluster else None,
                           cluster.host_knobs if cluster else None, self.log)
+        unrunnable = endpoint_problems(spec, self.benchmarks, parts.rgw)
+        if any(self.benchmarks[name].rgw_api for name in spec.benchmarks):
+            self.log("gateway: " + ", ".join(f"{k} {v}" for k, v in parts.rgw.describe().items()
+                                             if v and k != "from"))
         if self.opts.dry_run:
             plan = planner.plan(spec, cluster_optional=True)
             planner.print_plan(plan)
+            # a dry run reaches no client: the tools are looked for here only
+            for problem in unrunnable + missing_tools(spec, self.benchmarks, ()):
+                self.log(f"a run would be refused: {problem}")
             reachable = cluster is not None and not any(n.startswith(NOT_REACHABLE)
                                                         for n in plan.notes)
             for line in cluster_erasure_profiles.dry_run_lines(
@@ -141,6 +150,11 @@ class Sweep:
                 raise SweepError(str(exc)) from exc
             self.log(f"benchmarks run on {len(parts.clients)} client(s): "
                      f"{', '.join(c.name for c in parts.clients)}")
+        unrunnable += missing_tools(spec, self.benchmarks, parts.clients)
+        if unrunnable:
+            cluster.cli.close()
+            close_clients(parts.clients, parts.ssh_control_dir)
+            raise SweepError("refusing the run (nothing was changed): " + "; ".join(unrunnable))
         if self.opts.resume_dir is not None:
             rd = self.run_dir = RunDir(self.opts.resume_dir)
             steps = rd.steps()
@@ -185,8 +199,10 @@ class Sweep:
         run_id = (self.opts.results_dir.name if self.opts.results_dir is not None
                   else make_run_id(spec_path))
         path = self.opts.results_dir or Path("results") / run_id
+        # keys the spec held are not kept in the run dir (runner/rgw_endpoint.py)
+        kept_text = redact_text(spec_text, list(spec.rgw.spec_keys)) if spec.rgw else spec_text
         rd = self.run_dir = RunDir.create(
-            path, run_id, spec_path, spec_text, spec.resolved(),
+            path, run_id, spec_path, kept_text, spec.resolved(),
             [] if searches(spec) else plan.steps,
             meta={"restart_options": sorted(plan.restart_options),
                   "estimated_seconds": plan.estimated_seconds})

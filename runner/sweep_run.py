@@ -95,7 +95,7 @@ class SweepRun:
                                                           created_erasure_profiles=e))
         return StepRunner(spec, self.opts, self.benchmarks, rd, cluster, parts.clients,
                           parts.target.tool_prefix, metrics, pools, self.log, self.failed,
-                          annotator)
+                          annotator, rgw=parts.rgw)
 
     def execute(self, spec: Spec, plan: Plan, rd: RunDir, parts: Collaborators,
                  cluster: ClusterParts) -> int:
@@ -130,9 +130,12 @@ class SweepRun:
                     changes.config_snapshot = cluster.config.snapshot(spec.ceph_config)
                     rd.write_pre_sweep_config(changes.config_snapshot.to_dict())
                 if rd.read_environment() is None and host_knobs is not None:
-                    rd.write_environment(capture_environment(
+                    environment = capture_environment(
                         cluster.cli, parts.host_for, parts.target.osd_asok,
-                        host_knobs.devices, parts.client_hosts))
+                        host_knobs.devices, parts.client_hosts)
+                    if any(self.benchmarks[name].rgw_api for name in spec.benchmarks):
+                        environment["rgw"] = parts.rgw.describe()  # keys redacted
+                    rd.write_environment(environment)
                 self._read_ceph_version(run)
                 if hygiene is not None:
                     hygiene.metrics = metrics

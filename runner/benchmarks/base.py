@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from cephscope.runner.hostexec import HostExec
+from cephscope.runner.rgw_endpoint import RgwEndpoint
 
 A = TypeVar("A")
 
@@ -103,6 +104,8 @@ class BenchContext:
     # the run's journal of what a step's endpoints changed beyond the run dir (mounts, CephFS)
     undo: Any = None
     log: Callable[[str], None] = lambda line: None
+    # The RADOS Gateway and its keys, for the benchmarks that drive one (`rgw_api`).
+    rgw: RgwEndpoint | None = None
 
 
 @dataclass(frozen=True)
@@ -190,8 +193,15 @@ class Benchmark(abc.ABC):
     name: ClassVar[str]
     #: parameter name -> python type(s) accepted per value (for spec validation)
     parameters: ClassVar[Mapping[str, tuple[type, ...]]]
-    #: the application enabled on the pools this benchmark runs on (`rados`, `rbd`, `rgw`)
-    pool_application: ClassVar[str] = "rados"
+    #: the application enabled on the pools this benchmark runs on (`rados`, `rbd`); None: it
+    #: uses no pool of its own (a gateway benchmark: the gateway writes to its own pools)
+    pool_application: ClassVar[str | None] = "rados"
+    #: the gateway API it drives ("s3", "swift"), None for none: the run must have that
+    #: endpoint and keys (runner/rgw_endpoint.py) before anything changes
+    rgw_api: ClassVar[str | None] = None
+    #: parameters that say where the target is and how to log in (CBT getput's `auth`,
+    #: `user`, `key`): taken out of the step's parameters into the run's gateway endpoint
+    endpoint_keys: ClassVar[frozenset[str]] = frozenset()
     #: notes the report prints when a run holds finished steps of this benchmark
     report_notes: ClassVar[tuple[str, ...]] = ()
     #: the parameters that raise the load the benchmark offers (ops in flight, processes,
@@ -212,19 +222,32 @@ class Benchmark(abc.ABC):
         """Rough wall time of one step, for `--dry-run` and the ETA."""
         return 0.0
 
+    @classmethod
+    def tools(cls, params: Mapping[str, Any]) -> Sequence[tuple[str, str]]:
+        """(command, where it comes from) of every tool one step runs on a client, checked
+        on every client before anything changes (empty: the runner's own tools, checked when
+        they run)."""
+        return ()
+
+    @classmethod
+    def endpoint_problems(cls, rgw: RgwEndpoint) -> list[str]:
+        """Why this benchmark cannot use the run's gateway endpoint (empty: it can)."""
+        return []
+
     @abc.abstractmethod
     def modes(self) -> Sequence[str]:
         """The modes this step runs, in order (e.g. write then seq)."""
 
     @classmethod
     def needs_pool(cls, params: Mapping[str, Any]) -> bool:
-        """Whether a step with these params runs on a pool of its own (made when missing)."""
-        return True
+        """Whether a step with these params runs on a pool of its own (made when missing); a
+        gateway benchmark has none (the gateway has its own pools)."""
+        return cls.pool_application is not None
 
     @classmethod
     def application(cls, params: Mapping[str, Any]) -> str:
         """The application of the pools a step with these params runs on."""
-        return cls.pool_application
+        return cls.pool_application or ""
 
     @classmethod
     def preflight(cls, steps: Sequence[Mapping[str, Any]], access: PreflightAccess) -> list[str]:

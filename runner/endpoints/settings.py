@@ -130,6 +130,8 @@ def parse_client_endpoints(c: Checker, kp: tuple[Any, ...], value: Any,
     found: dict[str, EndpointSpec] = {}
     for name, section in c.mapping(kp, value).items():
         sp = (*kp, name)
+        if isinstance(section, Mapping) and section.get("driver") in NOT_FIO_DRIVERS:
+            continue  # the gateway's, read by the S3 benchmarks naming it (runner/rgw_endpoint.py)
         if not isinstance(name, str) or not FS_NAME.fullmatch(name):
             c.error(sp, name, "not an endpoint name (letters, digits, _ . -)")
             continue

@@ -32,6 +32,7 @@ from cephscope.runner.report.step_system import (
     SystemFigures,
     mode_window,
     read_stored,
+    rgw_op_of_mode,
     summarize_system,
     topology_from_series,
 )
@@ -149,6 +150,16 @@ def bottleneck(row: Row) -> tuple[str, str]:
                 f"CPU core {core[1]} on {core[0] or 'host'} ({core[2] * 100:.0f}% busy) while "
                 f"the host is not: one thread's work does not spread{hint}")
     client_latency = row.figure("latency_avg_seconds")
+    little = (row.result.get("extra") or {}).get("latency_little_seconds")
+    gateway = s.rgw_latency_seconds.get(rgw_op_of_mode(row.mode) or "")
+    reference = client_latency or (little if isinstance(little, int | float) else None)
+    if gateway is not None and reference:
+        share = gateway / reference
+        if share < OSD_LATENCY_SHARE_LOW:
+            how = "" if client_latency else " (concurrency / ops/s: the tool measures none)"
+            return ("outside gateway",
+                    f"outside the gateway (its own latency is {share * 100:.0f}% of the "
+                    f"client's{how}: client, network or queueing before the gateway)")
     if s.osd_op_latency_seconds is not None and client_latency:
         share = s.osd_op_latency_seconds / client_latency
         if share < OSD_LATENCY_SHARE_LOW:
@@ -227,6 +238,35 @@ COLUMNS: Sequence[tuple[str, Callable[[Row], str]]] = (
     ("CPU %", lambda r: _fmt(r.system.cpu_busy_ratio, 100)),
 )
 
+def rgw_mode_ops(row: Row) -> float | None:
+    """The gateways' ops/s of the op kind the row's mode issues, else all their requests."""
+    op = rgw_op_of_mode(row.mode)
+    return row.system.rgw_ops_per_second.get(op) if op else row.system.rgw_requests_per_second
+
+
+# Added to the Steps table when a step of the run had gateways in its window: what the
+# gateways themselves did in the mode's window (cephscope.figures' RGW figures).
+RGW_COLUMNS: Sequence[tuple[str, Callable[[Row], str]]] = (
+    ("RGW op/s", lambda r: _fmt(rgw_mode_ops(r), digits=0)),
+    ("RGW lat ms", lambda r: _fmt(r.system.rgw_latency_seconds.get(rgw_op_of_mode(r.mode) or ""),
+                                  1e3, 2)),
+)
+
+# In a step's detail when its window had gateways.
+RGW_DETAIL_FIGURES: Sequence[tuple[str, Callable[[Row], str]]] = (
+    ("RGW requests/s", lambda r: _fmt(r.system.rgw_requests_per_second, digits=1)),
+    ("RGW failed requests/s", lambda r: _fmt(r.system.rgw_failed_requests_per_second, digits=1)),
+    *((f"RGW {op.upper()} op/s", lambda r, op=op: _fmt(r.system.rgw_ops_per_second.get(op),
+                                                       digits=1))
+      for op in ("put", "get")),
+    *((f"RGW {op.upper()} MiB/s", lambda r, op=op: _fmt(r.system.rgw_bytes_per_second.get(op),
+                                                        1 / 2**20, 2))
+      for op in ("put", "get")),
+    *((f"RGW {op.upper()} lat ms", lambda r, op=op: _fmt(r.system.rgw_latency_seconds.get(op),
+                                                         1e3, 2))
+      for op in ("put", "get")),
+)
+
 # The rest, per step in its detail (figure, value of a row).
 DETAIL_FIGURES: Sequence[tuple[str, Callable[[Row], str]]] = (
     ("client p50 ms", lambda r: _fmt(r.percentile("50"), 1e3, 2)),
@@ -281,23 +321,25 @@ def table(rows: Sequence[Row]) -> tuple[list[str], list[list[str]]]:
     swept = {a: label for a, label in labels.items() if label not in fixed}
     many_benchmarks = len({r.step.benchmark for r in rows}) > 1
     many_iterations = len({r.step.iteration for r in rows}) > 1
+    columns = [*COLUMNS, *(RGW_COLUMNS if any(r.system.has_rgw for r in rows) else ())]
     header = ["step", *(["benchmark"] if many_benchmarks else []),
               *(["iter"] if many_iterations else []), *swept.values(),
-              *(c for c, _f in COLUMNS), "bottleneck"]
+              *(c for c, _f in columns), "bottleneck"]
     body = []
     for r in rows:
         cells = [r.step.id]
         cells += [r.step.benchmark] if many_benchmarks else []
         cells += [str(r.step.iteration)] if many_iterations else []
         cells += [format_value(r.step.axes[a]) if a in r.step.axes else "" for a in swept]
-        cells += [f(r) for _c, f in COLUMNS]
+        cells += [f(r) for _c, f in columns]
         cells.append(bottleneck(r)[0] if r.status == "done" else (r.error or r.status))
         body.append(cells)
     return header, body
 
 
 def detail_table(row: Row) -> Table:
-    return ("figures", ["figure", "value"], [[name, f(row)] for name, f in DETAIL_FIGURES])
+    figures = [*DETAIL_FIGURES, *(RGW_DETAIL_FIGURES if row.system.has_rgw else ())]
+    return ("figures", ["figure", "value"], [[name, f(row)] for name, f in figures])
 
 
 def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:

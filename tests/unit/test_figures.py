@@ -47,10 +47,26 @@ OSD = [("osd_op_latency_sum", {"ceph_daemon": "osd.0"}, 0.5),
        ("osd_op_latency_sum", {"ceph_daemon": "osd.1"}, 1.5),
        ("osd_op_latency_count", {"ceph_daemon": "osd.1"}, 100)]
 EXPORTER_INSTANCE = "host1:9967"
+# two gateways, labelled differently (ceph-exporter's instance_id, another exporter's
+# ceph_daemon): the RGW figures sum over every label. Gateway a counts GET/PUT in `rgw`
+# (Pacific, Reef), gateway b in `rgw_op` (Tentacle): a figure takes the first generation that
+# has it, as PromQL's `or` does. Increments per 5 s scrape are 5 x a binary fraction, so
+# promtool's rates and the report's figures are the same floats.
+RGW = [("rgw_requests", {"instance_id": "a"}, 80), ("rgw_failed_requests", {"instance_id": "a"}, 1.25),
+       ("rgw_requests", {"ceph_daemon": "client.rgw.b"}, 40),
+       ("rgw_failed_requests", {"ceph_daemon": "client.rgw.b"}, 0.625),
+       *((f"rgw_{op}.0_{what}", {"instance_id": "a"}, inc * scale)
+         for op, scale in (("put", 1.0), ("get", 0.5))
+         for what, inc in (("ops", 40), ("bytes", 40 * 4096), ("latency_sum", 0.625),
+                           ("latency_count", 40)))]
+RGW_TENTACLE = [(f"rgw_{op}.1_{what}", {"instance_id": "t"}, inc * scale)
+                for op, scale in (("put", 1.0), ("get", 0.5))
+                for what, inc in (("ops", 20), ("bytes", 20 * 4096), ("latency_sum", 1.25),
+                                  ("latency_count", 20))]
 
 
 def _labels(kind: str, extra: dict[str, str]) -> dict[str, str]:
-    if kind.startswith("osd_"):
+    if kind.startswith(("osd_", "rgw_")):
         return {"job": fig.EXPORTER_JOB, "instance": EXPORTER_INSTANCE, **extra}
     return {"job": fig.NODE_JOB, "instance": INSTANCE, **extra}
 
@@ -128,6 +144,36 @@ def test_osd_op_latency_is_all_ops_over_all_osds_in_report_and_promql(tmp_path: 
     assert figures.osd_op_latency_seconds == pytest.approx(2.0 / 200)
     _promtool_agrees(tmp_path, _series(OSD), WINDOW_FIGURES.osd_op_latency_seconds(),
                      [("{}", figures.osd_op_latency_seconds)])
+
+
+def test_rgw_figures_sum_every_gateway_in_report_and_promql(tmp_path: Path) -> None:
+    figures = summarize_system(_stored(RGW), window=WINDOW)
+    assert figures.rgw_requests_per_second == 24.0
+    assert figures.rgw_failed_requests_per_second == 0.375
+    assert figures.rgw_ops_per_second == {"put": 8.0, "get": 4.0}
+    assert figures.rgw_bytes_per_second["put"] == 8.0 * 4096
+    # the latency pair: increase of the sums over that of the counts
+    assert figures.rgw_latency_seconds == {"put": 1 / 64, "get": 1 / 64}
+    tentacle = summarize_system(_stored(RGW_TENTACLE), window=WINDOW)
+    assert tentacle.rgw_ops_per_second == {"put": 4.0, "get": 2.0}
+    assert tentacle.rgw_latency_seconds == {"put": 1 / 16, "get": 1 / 16}
+    f = WINDOW_FIGURES
+    for samples, found in ((RGW, figures), (RGW_TENTACLE, tentacle)):
+        series = _series(samples)
+        for op in fig.RGW_OPERATIONS:
+            _promtool_agrees(tmp_path, series, f.rgw_op_rate(op),
+                             [("{}", found.rgw_ops_per_second[op])])
+            _promtool_agrees(tmp_path, series, f.rgw_bytes_rate(op),
+                             [("{}", found.rgw_bytes_per_second[op])])
+            _promtool_agrees(tmp_path, series, f.rgw_latency_seconds(op),
+                             [("{}", found.rgw_latency_seconds[op])])
+    series = _series(RGW)
+    _promtool_agrees(tmp_path, series, f.rgw_request_rate(),
+                     [("{}", figures.rgw_requests_per_second)])
+    _promtool_agrees(tmp_path, series, f.rgw_failed_request_rate(),
+                     [("{}", figures.rgw_failed_requests_per_second)])
+    # a step without gateways has no RGW figure (not zero)
+    assert not summarize_system(_stored(CPU), window=WINDOW).has_rgw
 
 
 def test_report_rules_and_dashboards_share_the_figures() -> None:
