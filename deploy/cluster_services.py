@@ -161,8 +161,13 @@ class ClusterServices:
 
 
 def pool_command(pool: str) -> dict[str, Any]:
-    return {"prefix": "osd pool create", "pool": pool, "pg_num": SERVICE_POOL_PGS,
-            "pgp_num": SERVICE_POOL_PGS, "pool_type": "replicated"}
+    command = {"prefix": "osd pool create", "pool": pool, "pg_num": SERVICE_POOL_PGS,
+               "pgp_num": SERVICE_POOL_PGS, "pool_type": "replicated"}
+    if pool.startswith("."):
+        # Reef and later keep names beginning with "." for Ceph's own pools and, without this,
+        # answer success having made nothing; the gateway's .rgw.root is one of Ceph's own.
+        command["yes_i_really_mean_it"] = True
+    return command
 
 
 def key_command(entity: str, caps: list[str]) -> dict[str, Any]:

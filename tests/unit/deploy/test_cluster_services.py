@@ -82,6 +82,8 @@ def test_service_pools_are_small_and_keys_go_to_keyrings_in_the_data_dirs(tmp_pa
     creates = [c for _, _, c in journal.mon_commands("osd pool create")]
     assert len(creates) == 9
     assert all((c["pg_num"], c["pgp_num"], c["pool_type"]) == (8, 8, "replicated") for c in creates)
+    # only a name beginning with "." is confirmed (newer mons make nothing without it)
+    assert [c["pool"] for c in creates if c.get("yes_i_really_mean_it")] == [".rgw.root"]
     (_, _, mds_key), = [k for k in journal.mon_commands("auth get-or-create") if k[2]["entity"] == "mds.a"]
     assert "allow profile mds" in mds_key["caps"] and mds_key["format"] == "json"
     # the keys came back on the batch's stdout and went to the daemons' keyrings, owner only
