@@ -316,10 +316,12 @@ class DevCluster:
                     f"dev cluster in {self.state_dir} is already running ({', '.join(sorted(running))})"
                 )
             preflight.check_ports()
+            preflight.check_aio_headroom()
             self._start_existing()
             self.wait_health_ok(timeout=120)
         else:
             preflight.check_ports()
+            preflight.check_aio_headroom()
             backing = preflight.choose_backing()
             try:
                 self._create(backing)

@@ -194,7 +194,8 @@ class RecordingHealth(ClusterHealth):
 
 
 class QuietPreflight(ClusterPreflight):
-    """The real preflight minus what depends on this machine (installed programs, free ports)."""
+    """The real preflight minus what depends on this machine (installed programs, free ports,
+    kernel AIO contexts)."""
 
     def __init__(self, layout: ClusterLayout, journal: Journal) -> None:
         super().__init__(layout, lambda: None, log=lambda msg: None)
@@ -205,6 +206,9 @@ class QuietPreflight(ClusterPreflight):
 
     def check_ports(self) -> None:
         self.journal.add("check_ports")
+
+    def check_aio_headroom(self) -> None:
+        self.journal.add("check_aio_headroom")
 
 
 def recording_parts(journal: Journal, fail: frozenset[str] = frozenset(),

@@ -87,3 +87,19 @@ def test_the_gateways_port_is_checked_too(tmp_path: Path) -> None:
         assert layout.rgw_port == port and port not in range(layout.msgr_port_range[1] + 1)
         with pytest.raises(DevClusterError, match=rf"ports in use on 127.0.0.1: .*\b{port}\b"):
             preflight(layout).check_ports()
+
+
+def test_osds_the_kernel_has_no_aio_contexts_for_are_refused_naming_the_limit(
+        tmp_path: Path) -> None:
+    proc_sys = tmp_path / "proc-sys"
+    (proc_sys / "fs").mkdir(parents=True)
+    (proc_sys / "fs/aio-max-nr").write_text("65536\n")
+    layout = ClusterLayout.resolve(tmp_path / "c", num_osds=3)
+    check = ClusterPreflight(layout, lambda: None, log=[].append, proc_sys=proc_sys)
+    (proc_sys / "fs/aio-nr").write_text("60000\n")  # OSDs of other clusters
+    with pytest.raises(DevClusterError, match=r"60000 of fs.aio-max-nr=65536 are in use and "
+                                              r"3 OSDs need about 6144 more.*"
+                                              r"sysctl -w fs.aio-max-nr=131072"):
+        check.check_aio_headroom()
+    (proc_sys / "fs/aio-nr").write_text("47104\n")
+    check.check_aio_headroom()  # room for three more
