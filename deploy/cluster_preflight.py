@@ -13,6 +13,9 @@ from cephscope.deploy.procs import port_is_free
 # The programs the dev cluster runs (their packages: cephscope.host_commands).
 REQUIRED_BINARIES = ("ceph-mon", "ceph-mgr", "ceph-osd", "ceph", "ceph-authtool", "monmaptool", "rbd",
                      "rados", "losetup")
+# The MDS (--mds) and the gateway with its user (--rgw).
+MDS_BINARIES = ("ceph-mds",)
+RGW_BINARIES = ("radosgw", "radosgw-admin")
 # Run on this machine whatever release the daemons are (a release root holds only Ceph).
 HOST_TOOLS = ("losetup",)
 # Namespace hosts: made with ip/unshare, entered with nsenter, reached over SSH like real hosts.
@@ -32,6 +35,7 @@ class ClusterPreflight:
 
     def check_binaries(self) -> None:
         ceph_tools = [b for b in REQUIRED_BINARIES if b not in HOST_TOOLS]
+        ceph_tools += [*(MDS_BINARIES if self.layout.mds else ()), *(RGW_BINARIES if self.layout.rgw else ())]
         host_tools = [*HOST_TOOLS, *(MULTI_HOST_TOOLS if self.layout.multi_host else ())]
         root = self.layout.release.root
         if root is not None:
@@ -51,14 +55,13 @@ class ClusterPreflight:
             )
 
     def check_ports(self) -> None:
-        low, high = self.layout.msgr_port_range
-        mon_port = self.layout.mon_port
-        busy = [p for p in [mon_port, *range(low, high + 1)] if not port_is_free(p)]
+        ports = self.layout.ports()
+        busy = [p for p in ports if not port_is_free(p)]
         if busy:
             raise DevClusterError(
                 f"ports in use on 127.0.0.1: {', '.join(map(str, busy[:8]))}"
-                f"{' …' if len(busy) > 8 else ''} (the dev cluster needs {mon_port} and "
-                f"{low}-{high}; pick another --port-base)"
+                f"{' …' if len(busy) > 8 else ''} (the dev cluster needs {ports[0]} and "
+                f"{ports[1]}-{ports[-1]}; pick another --port-base)"
             )
 
     def check_state_dir_is_ours_or_empty(self) -> None:

@@ -14,7 +14,10 @@ src/exporter/util.cc, kept in sync with the mgr prometheus module):
   help "<description> Total") and ``<name>_count`` (counter, help "<description> Count");
   time values are already seconds in ``perf dump``;
 * everything else is one sample typed as the schema's ``metric_type`` (gauge/counter);
-* one label ``ceph_daemon="osd.N"``.
+* one label ``ceph_daemon="osd.N"``; a gateway's counters carry ``instance_id`` instead
+  (``Daemon.counter_labels``);
+* an RGW multisite counter named after its source zone (``data-sync-from-<zone>``) is exported
+  under the fixed name ``ceph_data_sync_from_zone_<counter>`` with ``source_zone="<zone>"``.
 
 The schema is cached per daemon and refetched when the daemon's pid (SO_PEERCRED) changes
 or the shape of ``perf dump`` no longer matches the one seen with the cached schema (a
@@ -30,7 +33,7 @@ from typing import Any
 
 from cephscope.exporter.asok import Daemon
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
-from cephscope.exporter.exposition import COUNTER, GAUGE, MetricSink, line_prefix
+from cephscope.exporter.exposition import COUNTER, GAUGE, MetricSink, line_prefix, render_labels
 from cephscope.exporter.settings import HostSettings, option
 
 PERFCOUNTER_LONGRUNAVG = 0x4
@@ -96,6 +99,22 @@ def promethize(name: str) -> str:
     return "ceph_" + name
 
 
+_DATA_SYNC_FROM = re.compile(r"data_sync_from_([^_]*)")
+
+Labels = tuple[tuple[str, str], ...]
+
+
+def fixed_name(metric: str) -> tuple[str, Labels]:
+    """ceph-exporter's fixed names (``add_fixed_name_metrics``): a metric named after an RGW
+    multisite source zone, ``ceph_data_sync_from_<zone>_<counter>``, becomes
+    ``ceph_data_sync_from_zone_<counter>`` with the label ``source_zone="<zone>"``; any other
+    name is kept, with no extra label."""
+    match = _DATA_SYNC_FROM.search(metric)
+    if match is None:
+        return metric, ()
+    return _DATA_SYNC_FROM.sub("data_sync_from_zone", metric), (("source_zone", match.group(1)),)
+
+
 @dataclass(frozen=True)
 class _Counter:
     collection: str
@@ -104,6 +123,7 @@ class _Counter:
     is_average: bool
     metric_type: str
     description: str
+    extra_labels: Labels = ()
 
     @property
     def sum_family(self) -> tuple[str, str, str]:
@@ -144,14 +164,15 @@ def build_plan(
             first, second = c.sum_family, c.count_family
         else:
             first = second = c.value_family
+        labels = f"{label},{render_labels(dict(c.extra_labels))}" if c.extra_labels else label
         by_collection.setdefault(c.collection, []).append(
             (
                 c.counter,
                 c.is_average,
                 first,
-                line_prefix(first[0], label),
+                line_prefix(first[0], labels),
                 second,
-                line_prefix(second[0], label),
+                line_prefix(second[0], labels),
             )
         )
     return _Plan(pid, shape, tuple((k, tuple(v)) for k, v in by_collection.items()))
@@ -177,14 +198,16 @@ def plan_from_schema(schema: Any, priority: int,
             if kind is None:
                 continue
             longrunavg, mtype = kind
+            metric, extra_labels = fixed_name(promethize(f"{collection}_{counter}"))
             counters.append(
                 _Counter(
                     collection,
                     counter,
-                    promethize(f"{collection}_{counter}"),
+                    metric,
                     longrunavg,
                     mtype,
                     str(info.get("description") or f"{collection} {counter}"),
+                    extra_labels,
                 )
             )
     return tuple(counters)
@@ -213,8 +236,8 @@ class PerfCollector(DaemonCollector):
     help = "perf counters from perf dump/perf schema, with ceph-exporter's names"
     default_enabled = True
     # Like ceph-exporter: every daemon but mgr (the mgr prometheus module exports those)
-    # and short-lived clients.
-    daemon_types = frozenset({"osd", "mon", "mds"})
+    # and short-lived clients; a gateway (client.rgw.*) is a daemon here.
+    daemon_types = frozenset({"osd", "mon", "mds", "rgw"})
 
     settings_type = PerfSettings
 
@@ -244,7 +267,7 @@ class PerfCollector(DaemonCollector):
         counters = plan_from_schema(session.command("perf schema"), self.priority, self.excluded)
         # The schema's pid: if the daemon restarted between dump and schema, the next
         # scrape's dump comes from that pid and its shape decides whether to refetch.
-        plan = build_plan(session.peer_pid, shape, counters, session.daemon_label)
+        plan = build_plan(session.peer_pid, shape, counters, session.counter_label)
         self._plans[name] = plan
         return plan
 

@@ -20,6 +20,9 @@ from cephscope.runner.baseline import pre_sweep_values
 from cephscope.runner.benchmarks import BENCHMARKS
 from cephscope.runner.clients import per_client_rows
 from cephscope.runner.recovery import phase_key
+from cephscope.runner.report.curve_plots import plot_response_curves
+from cephscope.runner.report.curves import curves_table, response_curves, write_curve_data
+from cephscope.runner.report.fio_series import plot_fio_series
 from cephscope.runner.report.hosts import Table, blamed_place, nic_table
 from cephscope.runner.report.hosts import client_table as step_client_table
 from cephscope.runner.report.per_osd import (
@@ -35,6 +38,7 @@ from cephscope.runner.report.step_system import (
     SystemFigures,
     mode_window,
     read_stored,
+    rgw_op_of_mode,
     summarize_system,
     topology_from_series,
 )
@@ -150,6 +154,16 @@ def bottleneck(row: Row) -> tuple[str, str]:
                 f"CPU core {core[1]} on {core[0] or 'host'} ({core[2] * 100:.0f}% busy) while "
                 f"the host is not: one thread's work does not spread{hint}")
     client_latency = row.figure("latency_avg_seconds")
+    little = (row.result.get("extra") or {}).get("latency_little_seconds")
+    gateway = s.rgw_latency_seconds.get(rgw_op_of_mode(row.mode) or "")
+    reference = client_latency or (little if isinstance(little, int | float) else None)
+    if gateway is not None and reference:
+        share = gateway / reference
+        if share < OSD_LATENCY_SHARE_LOW:
+            how = "" if client_latency else " (concurrency / ops/s: the tool measures none)"
+            return ("outside gateway",
+                    f"outside the gateway (its own latency is {share * 100:.0f}% of the "
+                    f"client's{how}: client, network or queueing before the gateway)")
     if s.osd_op_latency_seconds is not None and client_latency:
         share = s.osd_op_latency_seconds / client_latency
         if share < OSD_LATENCY_SHARE_LOW:
@@ -228,6 +242,35 @@ COLUMNS: Sequence[tuple[str, Callable[[Row], str]]] = (
     ("CPU %", lambda r: _fmt(r.system.cpu_busy_ratio, 100)),
 )
 
+def rgw_mode_ops(row: Row) -> float | None:
+    """The gateways' ops/s of the op kind the row's mode issues, else all their requests."""
+    op = rgw_op_of_mode(row.mode)
+    return row.system.rgw_ops_per_second.get(op) if op else row.system.rgw_requests_per_second
+
+
+# Added to the Steps table when a step of the run had gateways in its window: what the
+# gateways themselves did in the mode's window (cephscope.figures' RGW figures).
+RGW_COLUMNS: Sequence[tuple[str, Callable[[Row], str]]] = (
+    ("RGW op/s", lambda r: _fmt(rgw_mode_ops(r), digits=0)),
+    ("RGW lat ms", lambda r: _fmt(r.system.rgw_latency_seconds.get(rgw_op_of_mode(r.mode) or ""),
+                                  1e3, 2)),
+)
+
+# In a step's detail when its window had gateways.
+RGW_DETAIL_FIGURES: Sequence[tuple[str, Callable[[Row], str]]] = (
+    ("RGW requests/s", lambda r: _fmt(r.system.rgw_requests_per_second, digits=1)),
+    ("RGW failed requests/s", lambda r: _fmt(r.system.rgw_failed_requests_per_second, digits=1)),
+    *((f"RGW {op.upper()} op/s", lambda r, op=op: _fmt(r.system.rgw_ops_per_second.get(op),
+                                                       digits=1))
+      for op in ("put", "get")),
+    *((f"RGW {op.upper()} MiB/s", lambda r, op=op: _fmt(r.system.rgw_bytes_per_second.get(op),
+                                                        1 / 2**20, 2))
+      for op in ("put", "get")),
+    *((f"RGW {op.upper()} lat ms", lambda r, op=op: _fmt(r.system.rgw_latency_seconds.get(op),
+                                                         1e3, 2))
+      for op in ("put", "get")),
+)
+
 # The rest, per step in its detail (figure, value of a row).
 DETAIL_FIGURES: Sequence[tuple[str, Callable[[Row], str]]] = (
     ("client p50 ms", lambda r: _fmt(r.percentile("50"), 1e3, 2)),
@@ -282,23 +325,25 @@ def table(rows: Sequence[Row]) -> tuple[list[str], list[list[str]]]:
     swept = {a: label for a, label in labels.items() if label not in fixed}
     many_benchmarks = len({r.step.benchmark for r in rows}) > 1
     many_iterations = len({r.step.iteration for r in rows}) > 1
+    columns = [*COLUMNS, *(RGW_COLUMNS if any(r.system.has_rgw for r in rows) else ())]
     header = ["step", *(["benchmark"] if many_benchmarks else []),
               *(["iter"] if many_iterations else []), *swept.values(),
-              *(c for c, _f in COLUMNS), "bottleneck"]
+              *(c for c, _f in columns), "bottleneck"]
     body = []
     for r in rows:
         cells = [r.step.id]
         cells += [r.step.benchmark] if many_benchmarks else []
         cells += [str(r.step.iteration)] if many_iterations else []
         cells += [format_value(r.step.axes[a]) if a in r.step.axes else "" for a in swept]
-        cells += [f(r) for _c, f in COLUMNS]
+        cells += [f(r) for _c, f in columns]
         cells.append(bottleneck(r)[0] if r.status == "done" else (r.error or r.status))
         body.append(cells)
     return header, body
 
 
 def detail_table(row: Row) -> Table:
-    return ("figures", ["figure", "value"], [[name, f(row)] for name, f in DETAIL_FIGURES])
+    figures = [*DETAIL_FIGURES, *(RGW_DETAIL_FIGURES if row.system.has_rgw else ())]
+    return ("figures", ["figure", "value"], [[name, f(row)] for name, f in figures])
 
 
 def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
@@ -476,6 +521,7 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
         out = run_dir / PLOT_DIR
         plot_paths = (plot_axes(rows, out) + plot_heatmaps(rows, out)
                       + plot_thread_groups(rows, out) + plot_cores(rows, out))
+        plot_paths += plot_fio_series(rows, run_dir, out)
     steps_total = len({r.step.id for r in rows})
     steps_done = len({r.step.id for r in rows if r.status == "done"})
     # rows with raw scrapes use no rate window: name it only for rows that rest on one
@@ -517,6 +563,14 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
         md += ["## Per client", "", markdown_table(*clients), ""]
     if content.stats:
         md += ["## Statistics over iterations", "", markdown_table(*content.stats), ""]
+    curves = response_curves(rows)
+    write_curve_data(run_dir, curves)
+    curve_plots = plot_response_curves(curves, run_dir / PLOT_DIR) if plots and curves else []
+    if curves:
+        md += ["## Response curves", "", CURVES_NOTE, "",
+               *(f"- {c.knee_text()}" for c in curves), "",
+               markdown_table(*curves_table(curves)), "",
+               *(f"![{p.stem}]({PLOT_DIR}/{p.name})" for p in curve_plots), ""]
     if content.idle:
         md += ["## System vs idle baseline", "", IDLE_NOTE, "", markdown_table(*content.idle), ""]
     rec_lines, front_plots = report_lines(run_dir, run_dir / PLOT_DIR if plots else None)
@@ -561,6 +615,12 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
         h += ["<h2>Per client</h2>", _html_table(*clients)]
     if content.stats:
         h += ["<h2>Statistics over iterations</h2>", _html_table(*content.stats)]
+    if curves:
+        h += ["<h2>Response curves</h2>", f"<p>{html.escape(CURVES_NOTE)}</p>",
+              "<ul>" + "".join(f"<li>{html.escape(c.knee_text())}</li>" for c in curves)
+              + "</ul>", _html_table(*curves_table(curves))]
+        h += [f"<p><img alt='{html.escape(p.stem)}' src='{_png_data_uri(p)}'></p>"
+              for p in curve_plots]
     if content.idle:
         h += ["<h2>System vs idle baseline</h2>", f"<p>{html.escape(IDLE_NOTE)}</p>",
               _html_table(*content.idle)]
@@ -583,7 +643,15 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
     h.append("</body></html>")
     html_path = run_dir / "report.html"
     atomic_write_text(html_path, "\n".join(h))
-    return Report(md_path, html_path, plot_paths, rows)
+    return Report(md_path, html_path, plot_paths + curve_plots, rows)
+
+
+CURVES_NOTE = ("Latency against IOPS as a load axis rises (the benchmark's load parameters: "
+               "ops in flight, jobs, processes), one curve per configuration of the other "
+               "axes; figures are the mean ± sd over the iterations. The knee is the point "
+               "of maximum IOPS / mean latency: the last load step that still bought more "
+               "throughput than it cost in latency. Data: response-curves.csv and "
+               "response-curves.json beside this report.")
 
 
 IDLE_NOTE = ("Each step's figure beside the same figure over the idle baseline window at run "

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from cephscope.figures import cpu_is_busy
+from cephscope.figures import RGW_OPERATIONS, cpu_is_busy, rgw_op_counters
 from cephscope.runner.window_rates import SeriesRate, raw_points, series_rates
 
 # Percentiles taken from the OSD latency histograms (labels as in fio's: "50", "99", "99.9").
@@ -199,6 +199,17 @@ class SystemFigures:
     # their figures are empty (targets scrape at different moments: one can have two scrapes
     # inside a window where another has one)
     short_counters: list[str] = field(default_factory=list)
+    # the RADOS Gateways, all together (cephscope.figures' RGW figures; None: no gateway)
+    rgw_requests_per_second: float | None = None
+    rgw_failed_requests_per_second: float | None = None
+    # op kind ("get", "put") -> ops/s, bytes/s, average latency (s)
+    rgw_ops_per_second: dict[str, float] = field(default_factory=dict)
+    rgw_bytes_per_second: dict[str, float] = field(default_factory=dict)
+    rgw_latency_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def has_rgw(self) -> bool:
+        return self.rgw_requests_per_second is not None
 
     @property
     def available(self) -> bool:
@@ -552,6 +563,43 @@ def _apply_counters(figures: SystemFigures, counters: Mapping[str, Any], window:
         key3 = (host_of(r.labels), r.labels.get("ceph_daemon", "?"),
                 r.labels.get("thread_group", "?"))
         figures.thread_groups[key3] = figures.thread_groups.get(key3, 0.0) + r.rate.per_second
+    _apply_rgw(figures, rates)
+
+
+def _apply_rgw(figures: SystemFigures, rates: Mapping[str, list[SeriesRate]]) -> None:
+    """The gateways' figures as cephscope.figures defines them: every series summed, whatever
+    its labels; a latency is the increase of the _sum over that of the _count; of the two
+    generations of GET/PUT counters (`rgw`, Tentacle's `rgw_op`), the first that has the
+    figure (PromQL's `or`)."""
+    def per_second(name: str) -> float | None:
+        found = rates.get(name) or []
+        return sum(r.rate.per_second for r in found) if found else None
+
+    figures.rgw_requests_per_second = per_second("rgw_requests")
+    figures.rgw_failed_requests_per_second = per_second("rgw_failed_requests")
+    for op in RGW_OPERATIONS:
+        generations = [f"rgw_{op}.{g}" for g in range(len(rgw_op_counters(op)))]
+        ops = next((v for g in generations if (v := per_second(f"{g}_ops")) is not None), None)
+        moved = next((v for g in generations if (v := per_second(f"{g}_bytes")) is not None),
+                     None)
+        if ops is not None:
+            figures.rgw_ops_per_second[op] = ops
+        if moved is not None:
+            figures.rgw_bytes_per_second[op] = moved
+        for g in generations:
+            count = sum(r.rate.increase for r in rates.get(f"{g}_latency_count", []))
+            if count > 0:  # nothing completed: no latency (the figure's `> 0`)
+                total = sum(r.rate.increase for r in rates.get(f"{g}_latency_sum", []))
+                figures.rgw_latency_seconds[op] = total / count
+                break
+
+
+def rgw_op_of_mode(mode: str | None) -> str | None:
+    """The gateway op kind ("put", "get") a benchmark mode issues (swiftbench's, hsbench's and
+    getput's put/get, getput's random putr/getr, a repeated phase's put.2); None otherwise."""
+    base = (mode or "").lower().split(".", 1)[0]
+    base = base[:-1] if base in ("putr", "getr") else base
+    return base if base in RGW_OPERATIONS else None
 
 
 def mode_window(result: Mapping[str, Any], mode: str | None) -> Window | None:
@@ -586,12 +634,15 @@ SYSTEM_COLUMNS = (
     "max_core_busy_ratio", "max_core", "busy_cores", "iops_per_core",
     "disk_util_ratio", "disk_device", "disk_await_seconds", "disk_iops",
     "nic_bytes_per_second", "nic_device", "osd_op_latency_seconds",
+    "rgw_requests_per_second", "rgw_ops_per_second", "rgw_latency_seconds",
 )
 
 
-def system_columns(figures: SystemFigures, iops: Any = None, bandwidth: Any = None
-                   ) -> dict[str, Any]:
-    """The SYSTEM_COLUMNS of one (step, mode), plus bandwidth in MiB/s; None when unknown."""
+def system_columns(figures: SystemFigures, iops: Any = None, bandwidth: Any = None,
+                   mode: str | None = None) -> dict[str, Any]:
+    """The SYSTEM_COLUMNS of one (step, mode), plus bandwidth in MiB/s; None when unknown.
+    The RGW op/s and latency are of the op kind the mode issues (`rgw_op_of_mode`)."""
+    op = rgw_op_of_mode(mode)
     pct = figures.osd_latency_percentiles
     modes = figures.cpu_modes.get(figures.cpu_instance or "", {})
     core = figures.max_core
@@ -611,4 +662,7 @@ def system_columns(figures: SystemFigures, iops: Any = None, bandwidth: Any = No
         "disk_await_seconds": figures.disk_await_seconds, "disk_iops": figures.disk_iops,
         "nic_bytes_per_second": figures.nic_bytes_per_second, "nic_device": figures.nic_device,
         "osd_op_latency_seconds": figures.osd_op_latency_seconds,
+        "rgw_requests_per_second": figures.rgw_requests_per_second,
+        "rgw_ops_per_second": figures.rgw_ops_per_second.get(op) if op else None,
+        "rgw_latency_seconds": figures.rgw_latency_seconds.get(op) if op else None,
     }

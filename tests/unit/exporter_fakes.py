@@ -51,7 +51,10 @@ CEPH_COMPAT_LINT = re.compile(
     r'^ceph_\S+ (counter metrics should have "_total" suffix'
     r'|non-histogram and non-summary metrics should not have "_(sum|count)" suffix'
     # ceph-exporter keeps the ':' of collections like bluestore-pricache:kv
-    r"|metric names should not contain ':')$"
+    r"|metric names should not contain ':'"
+    # and Ceph's own counter names: rgw get_b / put_b, AsyncMessenger::Worker
+    r"|metric names should not contain abbreviated units"
+    r"|metric names should be written in 'snake_case' not 'camelCase')$"
 )
 
 

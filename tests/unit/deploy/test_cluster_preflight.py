@@ -62,3 +62,28 @@ def test_a_release_root_without_the_ceph_programs_is_refused(tmp_path: Path) -> 
     layout.release = Release("reef", root)
     with pytest.raises(DevClusterError, match=f"release root {root} lacks ceph-authtool ceph-mgr"):
         preflight(layout).check_binaries()
+
+
+def test_mds_and_gateway_programs_are_needed_only_when_asked_for(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "usr" / "bin").mkdir(parents=True)
+    for program in ("ceph", "ceph-authtool", "ceph-mgr", "ceph-mon", "ceph-osd", "rados", "rbd",
+                    "monmaptool"):
+        (root / "usr" / "bin" / program).touch()
+    layout = ClusterLayout.resolve(tmp_path / "c")
+    layout.release = Release("reef", root)
+    preflight(layout).check_binaries()  # a root without them serves a cluster without them
+    layout.mds = layout.rgw = True
+    with pytest.raises(DevClusterError, match=f"release root {root} lacks ceph-mds radosgw radosgw-admin"):
+        preflight(layout).check_binaries()
+
+
+def test_the_gateways_port_is_checked_too(tmp_path: Path) -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        layout = ClusterLayout.resolve(tmp_path / "c", port_base=port - 99, rgw=True)
+        assert layout.rgw_port == port and port not in range(layout.msgr_port_range[1] + 1)
+        with pytest.raises(DevClusterError, match=rf"ports in use on 127.0.0.1: .*\b{port}\b"):
+            preflight(layout).check_ports()

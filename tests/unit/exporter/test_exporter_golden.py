@@ -253,9 +253,12 @@ def shipped_queries() -> dict[str, str]:
 
 def test_default_exposition_keeps_every_series_the_shipped_figures_read(exposition: str) -> None:
     """The lean default drops nothing the dashboards, rules, report or cookbook query: each
-    exporter series they name, and each value they select of its labels, is in it."""
-    families = {f.name: f for f in text_string_to_metric_families(exposition)}
-    samples = parse_samples(exposition)
+    exporter series they name, and each value they select of its labels, is in it or, for
+    MDS and gateway series, in the default services goldens (test_exporter_services)."""
+    services = [p.read_text() for p in sorted((FIXTURES_ROOT / "golden").glob("*-services.prom"))]
+    families = {f.name: f for text in (exposition, *services)
+                for f in text_string_to_metric_families(text)}
+    samples = {k: v for text in (exposition, *services) for k, v in parse_samples(text).items()}
     queries = shipped_queries()
     assert len(queries) > 100, len(queries)
     missing: dict[str, set[str]] = {}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cephscope.exporter.collectors import enabled_collectors
-from cephscope.exporter.collectors.perf import plan_from_schema, promethize
+from cephscope.exporter.collectors.perf import fixed_name, plan_from_schema, promethize
 from cephscope.exporter.exposition import render
 from cephscope.exporter.main import settings_from_args
 from cephscope.exporter.scrape import Scraper
@@ -67,6 +67,24 @@ def normalise(text: str) -> str:
 )
 def test_promethize_follows_ceph_exporter(raw: str, expected: str) -> None:
     assert promethize(raw) == expected
+
+
+def test_rgw_multisite_counters_get_ceph_exporters_fixed_name() -> None:
+    """A counter named after its source zone is exported under one name with the zone as a
+    label (ceph-exporter's add_fixed_name_metrics); others keep their name."""
+    # ceph-exporter's pattern stops at the first "_": a zone "us-east" (promethized us_east)
+    # leaves "_east" in the name. Followed as it is, for the same series names.
+    assert fixed_name(promethize("data-sync-from-us-east_fetch_bytes")) == (
+        "ceph_data_sync_from_zone_east_fetch_bytes", (("source_zone", "us"),))
+    assert fixed_name(promethize("data-sync-from-zone1_poll_latency")) == (
+        "ceph_data_sync_from_zone_poll_latency", (("source_zone", "zone1"),))
+    assert fixed_name("ceph_rgw_req") == ("ceph_rgw_req", ())
+    schema = {"data-sync-from-zone1": {"fetch_bytes": {
+        "type": 10, "metric_type": "counter", "value_type": "integer", "description": "bytes",
+        "nick": "", "priority": 5, "units": "bytes"}}}
+    (counter,) = plan_from_schema(schema, 5)
+    assert (counter.metric, counter.extra_labels) == (
+        "ceph_data_sync_from_zone_fetch_bytes", (("source_zone", "zone1"),))
 
 
 @pytest.mark.parametrize("scenario", ["idle", "load"])
