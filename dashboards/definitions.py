@@ -547,8 +547,9 @@ def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
                     )
                 ],
                 "s",
-                "Average time between events of the ops in dump_historic_ops: receive, queue "
-                "(queued_for_pg -> reached_pg), pg, execute, reply, total.",
+                "Average time between events of the ops in dump_historic_ops: queue "
+                "(queued_for_pg -> reached_pg) and total by default; receive, pg, execute and "
+                "reply with the exporter's --collector.ops.phases=all.",
             )
         )
         .with_panel(

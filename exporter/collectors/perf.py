@@ -5,8 +5,11 @@ src/exporter/util.cc, kept in sync with the mgr prometheus module):
 
 * name ``ceph_<collection>_<counter>``; a trailing ``-`` becomes ``_minus``; ``.``, ``/``,
   space and ``-`` become ``_``; ``::`` becomes ``_``; ``+`` becomes ``_plus``;
-* counters below the priority threshold (``--ceph.perf-priority``, default 5 like
-  ``exporter_prio_limit``) are skipped;
+* counters below the priority threshold (``--collector.perf.priority``, default 5 like
+  ``exporter_prio_limit``) are skipped, and so are the collections (``perf dump``
+  sections) matched by ``--collector.perf.exclude-collections``: by default BlueStore's
+  cache autotuner bins (``bluestore-pricache*``, 61 series per OSD that no shipped figure
+  uses; see docs/metrics.md, *Series per OSD*);
 * long-running averages (schema type bit 0x4) become ``<name>_sum`` (schema's metric_type,
   help "<description> Total") and ``<name>_count`` (counter, help "<description> Count");
   time values are already seconds in ``perf dump``;
@@ -38,12 +41,30 @@ PERFCOUNTER_COUNTER = 0x8
 PERFCOUNTER_HISTOGRAM = 0x10
 
 
+# BlueStore's cache autotuner: 14 byte gauges per cache (data, kv, kv_onode, meta) at
+# priority 5, 61 series per OSD in all: 40 % of the OSD's priority->=5 counters.
+DEFAULT_EXCLUDED_COLLECTIONS = "bluestore-pricache.*"
+
+
 @dataclass(frozen=True)
 class PerfSettings:
     priority: int = option(
         5, "export perf counters with priority >= N (ceph-exporter's exporter_prio_limit;"
         " 0 = all, 5 = useful, 10 = critical)", metavar="N",
         hidden_aliases=("--ceph.perf-priority",))
+    exclude_collections: str = option(
+        DEFAULT_EXCLUDED_COLLECTIONS, "perf dump sections (collections) not exported, a regex "
+        "matching the whole name; '' exports every collection", metavar="REGEX")
+
+
+def collection_filter(pattern: str, flag: str) -> re.Pattern[str] | None:
+    """The compiled exclusion regex of a collection-name flag (None: exclude nothing)."""
+    if not pattern:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as err:
+        raise ValueError(f"{flag} {pattern!r}: not a regular expression: {err}") from None
 
 
 def exported_kind(info: Any, priority: int) -> tuple[bool, str] | None:
@@ -162,12 +183,15 @@ def dump_shape(dump: dict[str, Any]) -> tuple[tuple[str, int], ...]:
     return tuple((name, len(group)) for name, group in dump.items() if isinstance(group, dict))
 
 
-def plan_from_schema(schema: Any, priority: int) -> tuple[_Counter, ...]:
+def plan_from_schema(schema: Any, priority: int,
+                     excluded: re.Pattern[str] | None = None) -> tuple[_Counter, ...]:
     if not isinstance(schema, dict):
         raise ValueError(f"perf schema is a {type(schema).__name__}, not an object")
     counters: list[_Counter] = []
     for collection, group in schema.items():
         if not isinstance(group, dict):
+            continue
+        if excluded is not None and excluded.fullmatch(collection):
             continue
         for counter, info in group.items():
             kind = exported_kind(info, priority)
@@ -221,6 +245,8 @@ class PerfCollector(DaemonCollector):
                  ) -> None:
         super().__init__(settings, host)
         self.priority = self.settings.priority
+        self.excluded = collection_filter(self.settings.exclude_collections,
+                                          "--collector.perf.exclude-collections")
         self._plans: dict[str, _Plan] = {}
 
     def forget_daemon(self, daemon_name: str) -> None:
@@ -238,7 +264,7 @@ class PerfCollector(DaemonCollector):
         plan = self._plans.get(name)
         if plan is not None and plan.pid == pid and plan.shape == shape:
             return plan
-        counters = plan_from_schema(session.command("perf schema"), self.priority)
+        counters = plan_from_schema(session.command("perf schema"), self.priority, self.excluded)
         # The schema's pid: if the daemon restarted between dump and schema, the next
         # scrape's dump comes from that pid and its shape decides whether to refetch.
         plan = build_plan(session.peer_pid, shape, counters, session.counter_label)

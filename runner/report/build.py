@@ -23,8 +23,14 @@ from cephscope.runner.recovery import phase_key
 from cephscope.runner.report.curve_plots import plot_response_curves
 from cephscope.runner.report.curves import curves_table, response_curves, write_curve_data
 from cephscope.runner.report.fio_series import plot_fio_series
-from cephscope.runner.report.hosts import Table, blamed_place, device_table, nic_table
+from cephscope.runner.report.hosts import Table, blamed_place, nic_table
 from cephscope.runner.report.hosts import client_table as step_client_table
+from cephscope.runner.report.per_osd import (
+    TOP_OSDS,
+    device_tables,
+    osd_p99_tables,
+    thread_group_tables,
+)
 from cephscope.runner.report.plots import plot_axes, plot_cores, plot_heatmaps, plot_thread_groups
 from cephscope.runner.report.releases import report_sections as release_sections
 from cephscope.runner.report.step_system import (
@@ -55,8 +61,6 @@ SATURATION_RATIO = 0.85
 # OSD-side latency below this share of the client's latency: the time is spent elsewhere.
 OSD_LATENCY_SHARE_LOW = 0.3
 PLOT_DIR = "report-plots"
-# OSD thread groups below this many CPU seconds per second stay out of the per-step tables.
-THREAD_GROUP_MIN_CPU = 0.001
 
 
 @dataclass
@@ -362,9 +366,10 @@ class Report:
     rows: list[Row]
 
 
-def system_tables(row: Row) -> list[Table]:
+def system_tables(row: Row, top_osds: int = TOP_OSDS) -> list[Table]:
     """Per-host tables of one (step, mode): CPU by mode, OSD devices, NICs, OSD thread groups,
-    per-OSD p99, clients. Every table has a host column (the `host` label, else `instance`)."""
+    per-OSD p99, clients. Every table has a host column (the `host` label, else `instance`);
+    the per-OSD ones are bounded by `top_osds` (see `per_osd`)."""
     s = row.system
     tables: list[Table] = []
     if s.cpu_modes or s.cores:
@@ -381,20 +386,11 @@ def system_tables(row: Row) -> list[Table]:
                          f"cpu{busiest[0]} {busiest[1] * 100:.0f}" if busiest else "-"])
         tables.append(("CPU per host", ["host", "busy %", "user %", "system %", "iowait %",
                                         "busy cores", "max core %"], body))
-    if s.devices:
-        tables.append(device_table(s, _fmt))
+    tables += device_tables(s, _fmt, top_osds)
     if s.nics:
         tables.append(nic_table(s, _fmt))
-    busy_groups = {k: v for k, v in s.thread_groups.items() if v >= THREAD_GROUP_MIN_CPU}
-    if busy_groups:
-        rests = f"; {s.scrapes} scrapes" if s.scrapes is not None else ""
-        tables.append((f"OSD thread groups (>= {THREAD_GROUP_MIN_CPU:g} CPU s/s{rests})",
-                       ["host", "OSD", "thread group", "CPU s/s"],
-                       [[h, d, g, _fmt(v, digits=3)] for (h, d, g), v in sorted(
-                           busy_groups.items(), key=lambda kv: (kv[0][0], kv[0][1], -kv[1]))]))
-    if s.osd_p99_by_daemon:
-        tables.append(("OSD-side p99 per OSD", ["OSD", "p99 ms"],
-                       [[d, _fmt(v, 1e3, 2)] for d, v in sorted(s.osd_p99_by_daemon.items())]))
+    tables += thread_group_tables(s, _fmt, top_osds)
+    tables += osd_p99_tables(s, _fmt, top_osds)
     clients = step_client_table(row.result, _fmt)
     if clients is not None:
         tables.append(clients)
@@ -461,7 +457,7 @@ class ReportContent:
 
 
 def build_content(run_dir: Path, prometheus_url: str | None = None,
-                  rate_window: str = AUTO_RATE_WINDOW) -> ReportContent:
+                  rate_window: str = AUTO_RATE_WINDOW, top_osds: int = TOP_OSDS) -> ReportContent:
     """Every table of the report (no files written but pulled metrics stored in the run dir).
     With a Prometheus URL, steps without stored system metrics get them pulled for their
     window (and stored), and old runs' disks / NICs are narrowed to the OSDs' devices."""
@@ -481,7 +477,7 @@ def build_content(run_dir: Path, prometheus_url: str | None = None,
     idle = load_idle_baseline(Path(run_dir), fetch_system, topology)
     header, body = table(rows)
     per_step = [(f"{r.step.id} {r.step.benchmark} {r.mode or ''} ({r.step.short_params()}, "
-                 f"iteration {r.step.iteration})", [detail_table(r), *system_tables(r)])
+                 f"iteration {r.step.iteration})", [detail_table(r), *system_tables(r, top_osds)])
                 for r in rows if r.status == "done"]
     return ReportContent(run, rows, header, body, statistics_table(rows), per_step, _notes(rows),
                          idle_baseline_table(rows, idle) if idle is not None else None)
@@ -513,11 +509,12 @@ def _html_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
 
 
 def write_report(run_dir: Path, prometheus_url: str | None = None,
-                 rate_window: str = AUTO_RATE_WINDOW, plots: bool = True) -> Report:
+                 rate_window: str = AUTO_RATE_WINDOW, plots: bool = True,
+                 top_osds: int = TOP_OSDS) -> Report:
     """Write report.md, report.html (self-contained: plots embedded) and the plots into the run
     dir; see `build_content` for what a Prometheus URL adds."""
     run_dir = Path(run_dir)
-    content = build_content(run_dir, prometheus_url, rate_window)
+    content = build_content(run_dir, prometheus_url, rate_window, top_osds)
     run, rows = content.run, content.rows
     plot_paths: list[Path] = []
     if plots:
