@@ -242,14 +242,20 @@ COLUMNS: Sequence[tuple[str, Callable[[Row], str]]] = (
     ("CPU %", lambda r: _fmt(r.system.cpu_busy_ratio, 100)),
 )
 
+def _drives_gateway(benchmark: str) -> bool:
+    cls = BENCHMARKS.get(benchmark)
+    return cls is not None and cls.rgw_api is not None
+
+
 def rgw_mode_ops(row: Row) -> float | None:
     """The gateways' ops/s of the op kind the row's mode issues, else all their requests."""
     op = rgw_op_of_mode(row.mode)
     return row.system.rgw_ops_per_second.get(op) if op else row.system.rgw_requests_per_second
 
 
-# Added to the Steps table when a step of the run had gateways in its window: what the
-# gateways themselves did in the mode's window (cephscope.figures' RGW figures).
+# Added to the Steps table when a step of the run drives a gateway: what the gateways
+# themselves did in the mode's window (cephscope.figures' RGW figures). An idle gateway beside
+# a RADOS or RBD sweep says nothing there (its step detail still shows it).
 RGW_COLUMNS: Sequence[tuple[str, Callable[[Row], str]]] = (
     ("RGW op/s", lambda r: _fmt(rgw_mode_ops(r), digits=0)),
     ("RGW lat ms", lambda r: _fmt(r.system.rgw_latency_seconds.get(rgw_op_of_mode(r.mode) or ""),
@@ -325,7 +331,8 @@ def table(rows: Sequence[Row]) -> tuple[list[str], list[list[str]]]:
     swept = {a: label for a, label in labels.items() if label not in fixed}
     many_benchmarks = len({r.step.benchmark for r in rows}) > 1
     many_iterations = len({r.step.iteration for r in rows}) > 1
-    columns = [*COLUMNS, *(RGW_COLUMNS if any(r.system.has_rgw for r in rows) else ())]
+    drives_gateway = any(r.system.has_rgw and _drives_gateway(r.step.benchmark) for r in rows)
+    columns = [*COLUMNS, *(RGW_COLUMNS if drives_gateway else ())]
     header = ["step", *(["benchmark"] if many_benchmarks else []),
               *(["iter"] if many_iterations else []), *swept.values(),
               *(c for c, _f in columns), "bottleneck"]

@@ -200,6 +200,12 @@ def test_gateway_figures_join_the_step_rows_of_the_mode_they_measure() -> None:
     # a run whose windows had no gateway gets no RGW columns nor details
     plain = [_row(SystemFigures(cpu_busy_ratio=0.3))]
     assert "RGW op/s" not in table(plain)[0]
+    # nor a run of a RADOS benchmark beside an idle gateway: its step details keep the figures
+    rados = Step(id="r", benchmark="radosbench", iteration=0, params={}, pool_profile=None,
+                 ceph_config={})
+    idle = Row(rados, "write", "done", {"iops": 100.0}, gateway)
+    assert "RGW op/s" not in table([idle])[0]
+    assert ["RGW requests/s", "250.0"] in detail_table(idle)[2]
     assert not any(name.startswith("RGW") for name, _v in detail_table(plain[0])[2])
 
 
