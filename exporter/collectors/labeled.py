@@ -4,8 +4,9 @@ later), named and labelled as ceph-exporter does.
 ``counter dump`` maps each key to a list of ``{"labels": {...}, "counters": {...}}`` entries;
 ``counter schema`` has the same shape with each counter's type, metric_type, priority and
 description. Entries with an empty ``labels`` object are the counters ``perf dump`` already
-gives (exported by the ``perf`` collector); this collector exports the others, e.g. one
-``AsyncMessenger::Worker`` entry per messenger worker ``{"id": "0"}``:
+gives (exported by the ``perf`` collector); this collector exports the others, e.g. (with
+``--collector.labeled.exclude-collections=``) one ``AsyncMessenger::Worker`` entry per
+messenger worker ``{"id": "0"}``:
 
     ceph_AsyncMessenger_Worker_msgr_connection_idle_timeouts{ceph_daemon="osd.0",id="0"} 0
 
@@ -17,7 +18,10 @@ does the same), e.g. Tentacle's per-user and per-bucket RGW op counters (with
 
     ceph_rgw_op_per_bucket_put_obj_ops{instance_id="a",bucket="b1"} 4
 
-Daemons without the command (Pacific) are remembered per daemon life and not asked again.
+Keys matched by ``--collector.labeled.exclude-collections`` are not exported: by default the
+messenger's per-worker entries and Tentacle's per-level scrub entries (docs/metrics.md, *Series
+per OSD*). Daemons without the command (Pacific) are remembered per daemon life and not asked
+again.
 """
 
 from __future__ import annotations
@@ -29,17 +33,33 @@ from typing import Any
 
 from cephscope.exporter.asok import AsokCommandError, Daemon
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
-from cephscope.exporter.collectors.perf import Labels, _number, exported_kind, fixed_name, promethize
+from cephscope.exporter.collectors.perf import (
+    Labels,
+    _number,
+    exclusion_regex,
+    exported_kind,
+    fixed_name,
+    promethize,
+)
 from cephscope.exporter.exposition import COUNTER, MetricSink
 from cephscope.exporter.settings import HostSettings, option
 
 _LABEL_NAME = re.compile(r"[^A-Za-z0-9_]")
 
 
+# Keys (collections) left out by default (docs/metrics.md, *Series per OSD*): the messenger's
+# per-worker connection timeouts (2 per worker: 6 per daemon with the default 3 workers) and
+# Tentacle's scrub counters per level and pool type (20 per OSD).
+DEFAULT_EXCLUDED_COLLECTIONS = "AsyncMessenger::Worker|osd_scrub_.*"
+
+
 @dataclass(frozen=True)
 class LabeledSettings:
     priority: int = option(
         5, "export labeled counters with priority >= N (as --collector.perf.priority)", metavar="N")
+    exclude_collections: str = option(
+        DEFAULT_EXCLUDED_COLLECTIONS, "counter dump keys (collections) not exported, a regex "
+        "matching the whole key; '' exports every key", metavar="REGEX")
 
 
 @dataclass(frozen=True)
@@ -62,13 +82,17 @@ def _labels_key(labels: Any) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((str(k), str(v)) for k, v in labels.items()))
 
 
-def plan_from_counter_schema(schema: Any, priority: int) -> tuple[_Series, ...]:
-    """The labeled counters of a ``counter schema`` reply at or above ``priority``."""
+def plan_from_counter_schema(schema: Any, priority: int,
+                             excluded: re.Pattern[str] | None = None) -> tuple[_Series, ...]:
+    """The labeled counters of a ``counter schema`` reply at or above ``priority``, but those
+    of the keys ``excluded`` matches."""
     if not isinstance(schema, dict):
         raise ValueError(f"counter schema is a {type(schema).__name__}, not an object")
     series: list[_Series] = []
     for key, entries in schema.items():
         if not isinstance(entries, list):
+            continue
+        if excluded is not None and excluded.fullmatch(key):
             continue
         for entry in entries:
             if not isinstance(entry, dict):
@@ -101,6 +125,8 @@ class LabeledPerfCollector(DaemonCollector):
                  host: HostSettings | None = None) -> None:
         super().__init__(settings, host)
         self.priority = self.settings.priority
+        self.excluded = exclusion_regex(self.settings.exclude_collections,
+                                        "--collector.labeled.exclude-collections")
         # daemon -> (pid, plan); daemon -> pid of a life without `counter dump`
         self._plans: dict[str, tuple[int | None, tuple[_Series, ...]]] = {}
         self._unsupported: dict[str, int | None] = {}
@@ -131,7 +157,8 @@ class LabeledPerfCollector(DaemonCollector):
             raise ValueError(f"{name}: counter dump is not an object")
         cached = self._plans.get(name)
         if cached is None or cached[0] != pid:
-            cached = (pid, plan_from_counter_schema(session.command("counter schema"), self.priority))
+            cached = (pid, plan_from_counter_schema(session.command("counter schema"), self.priority,
+                                                    self.excluded))
             self._plans[name] = cached
         values: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, Any]] = {}
         for key, entries in dump.items():

@@ -26,9 +26,10 @@ holding whatever its scheduler dumps (src/osd/OSD.h ``ShardedOpWQ::dump``):
   high_recovery_ops, custom) comes from ``config get`` and labels the info series.
 
 By default one queue per shard is exported, the one client ops wait in (wpq ``normal``,
-mclock ``scheduler``); the strict queues (``--collector.opqueue.strict-queues``) and wpq's
-per-priority detail (``--collector.opqueue.priorities``) are one flag away (docs/metrics.md,
-*Series per OSD*).
+mclock ``scheduler``); the strict queues (``--collector.opqueue.strict-queues``), wpq's
+per-priority detail (``--collector.opqueue.priorities``) and mClock's clients and per-class
+requests (``--collector.opqueue.mclock-detail``) are one flag away (docs/metrics.md, *Series
+per OSD*).
 
 The dump takes each shard's lock, so it is rate-limited per daemon by
 ``--collector.opqueue.min-interval``: between dumps the cached values are served again
@@ -64,6 +65,10 @@ class OpQueueSettings:
     priorities: bool = option(
         False, "also export wpq's per-priority detail (cephscope_osd_op_queue_priorities, "
         "cephscope_osd_op_queue_priority_items)")
+    mclock_detail: bool = option(
+        False, "also export mClock's clients and queued requests per scheduler class, per shard "
+        "(cephscope_osd_op_queue_mclock_clients, cephscope_osd_op_queue_mclock_class_items; "
+        "Reef and later)")
 
 
 # Queues of ops that bypass the shard's scheduler (peering and other high-priority messages):
@@ -206,10 +211,10 @@ def parse_op_pq_state(doc: Any) -> list[ShardState]:
 
 def emit(
     shards: list[ShardState], daemon_label: str, sink: MetricSink, age: float, profile: str = "",
-    *, strict_queues: bool = True, priorities: bool = True,
+    *, strict_queues: bool = True, priorities: bool = True, mclock_detail: bool = True,
 ) -> None:
-    """Add the series of one daemon's parsed dump to ``sink``; the strict queues and wpq's
-    per-priority detail only when asked."""
+    """Add the series of one daemon's parsed dump to ``sink``; the strict queues, wpq's
+    per-priority detail and mClock's per-shard clients and classes only when asked."""
     sink.gauge(
         "cephscope_osd_op_shards",
         "Number of op queue shards of the OSD (OSD:ShardedOpWQ sections in dump_op_pq_state).",
@@ -265,6 +270,8 @@ def emit(
                 active.add_rendered(labels, len(sq.priorities))
                 for pq in sq.priorities:
                     per_priority.add_rendered(f'{labels},priority="{pq.priority}"', pq.items)
+        if not mclock_detail:
+            continue
         if state.mclock_clients is not None:
             clients.add_rendered(shard_label, state.mclock_clients)
         for op_class, queued in sorted((state.mclock_class_items or {}).items()):
@@ -322,7 +329,7 @@ class OpQueueCollector(DaemonCollector):
                 self._cache[name] = cached
         emit(cached.shards, session.daemon_label, sink, time.monotonic() - cached.fetched_at,
              cached.profile, strict_queues=self.settings.strict_queues,
-             priorities=self.settings.priorities)
+             priorities=self.settings.priorities, mclock_detail=self.settings.mclock_detail)
 
     @staticmethod
     def _mclock_profile(session: DaemonSession) -> str:

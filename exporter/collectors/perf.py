@@ -7,9 +7,13 @@ src/exporter/util.cc, kept in sync with the mgr prometheus module):
   space and ``-`` become ``_``; ``::`` becomes ``_``; ``+`` becomes ``_plus``;
 * counters below the priority threshold (``--collector.perf.priority``, default 5 like
   ``exporter_prio_limit``) are skipped, and so are the collections (``perf dump``
-  sections) matched by ``--collector.perf.exclude-collections``: by default BlueStore's
-  cache autotuner bins (``bluestore-pricache*``, 61 series per OSD that no shipped figure
-  uses; see docs/metrics.md, *Series per OSD*);
+  sections) matched by ``--collector.perf.exclude-collections`` (by default BlueStore's
+  cache autotuner bins, ``bluestore-pricache*``, and Tentacle's ``blk-kernel-device-*``
+  discard counters) and the counters whose exported name is matched by
+  ``--collector.perf.exclude-counters`` (by default the families of
+  ``EXCLUDED_COUNTER_FAMILIES``: Tentacle's scrub counters, BlueStore's and BlueFS's
+  detail); no shipped figure nor Ceph's own dashboards use them, see docs/metrics.md,
+  *Series per OSD*;
 * long-running averages (schema type bit 0x4) become ``<name>_sum`` (schema's metric_type,
   help "<description> Total") and ``<name>_count`` (counter, help "<description> Count");
   time values are already seconds in ``perf dump``;
@@ -41,9 +45,32 @@ PERFCOUNTER_COUNTER = 0x8
 PERFCOUNTER_HISTOGRAM = 0x10
 
 
-# BlueStore's cache autotuner: 14 byte gauges per cache (data, kv, kv_onode, meta) at
-# priority 5, 61 series per OSD in all: 40 % of the OSD's priority->=5 counters.
-DEFAULT_EXCLUDED_COLLECTIONS = "bluestore-pricache.*"
+# Collections left out by default (docs/metrics.md, *Series per OSD*): BlueStore's cache
+# autotuner, 14 byte gauges per cache (data, kv, kv_onode, meta) at priority 5, 61 series per
+# OSD on every release; Tentacle's kernel-device discard counters, 2 per BlueStore device.
+DEFAULT_EXCLUDED_COLLECTIONS = "bluestore-pricache.*|blk-kernel-device-.*"
+
+# Counter families left out by default, (name, regex on the exported name without _sum /
+# _count). Reef and Tentacle raised many of these from priority 0 to 5 (Tentacle adds the
+# scrub counters at 8): ceph-exporter's threshold alone gives 245 (Reef) and 316 (Tentacle)
+# series per OSD. None of them is read by cephscope's dashboards, rules, report or runner, nor
+# by Ceph's own dashboards and alerts (monitoring/ceph-mixin).
+EXCLUDED_COUNTER_FAMILIES: tuple[tuple[str, str], ...] = (
+    # Tentacle's scrub scheduling, reservation and I/O counters (50 series per OSD).
+    ("osd-scrub", r"ceph_osd_\w*scrub\w*"),
+    # op latency stages besides the total (op_*latency) and the processing
+    # (op_*process_latency) the queue-wait rule uses: prepare, and before-queue (Reef+).
+    ("osd-op-stages", r"ceph_osd_op(_r|_w|_rw)?_prepare_latency|ceph_osd_op_before_queue_op_lat"),
+    # BlueStore latencies Ceph ranks USEFUL (5; debug-only before Reef): every transaction
+    # state but aio_wait, and the per-call ones (omap, listing, checksums, compression, ...).
+    ("bluestore-latency-detail",
+     r"ceph_bluestore_(state_(?!aio_wait_)\w+|omap_\w+|clist|csum|compress|decompress|remove"
+     r"|truncate|read_onode_meta|read_wait_aio|kv_commit|allocator|write)_lat"),
+    # BlueFS read accounting (per device and mode), its allocator and its latencies; its space,
+    # bytes written and metadata log stay.
+    ("bluefs-detail", r"ceph_bluefs_(read_\w+|alloc_\w+|\w+_lat)"),
+)
+DEFAULT_EXCLUDED_COUNTERS = "|".join(regex for _name, regex in EXCLUDED_COUNTER_FAMILIES)
 
 
 @dataclass(frozen=True)
@@ -55,10 +82,13 @@ class PerfSettings:
     exclude_collections: str = option(
         DEFAULT_EXCLUDED_COLLECTIONS, "perf dump sections (collections) not exported, a regex "
         "matching the whole name; '' exports every collection", metavar="REGEX")
+    exclude_counters: str = option(
+        DEFAULT_EXCLUDED_COUNTERS, "perf counters not exported, a regex matching the whole "
+        "exported name (without _sum/_count); '' exports every counter", metavar="REGEX")
 
 
-def collection_filter(pattern: str, flag: str) -> re.Pattern[str] | None:
-    """The compiled exclusion regex of a collection-name flag (None: exclude nothing)."""
+def exclusion_regex(pattern: str, flag: str) -> re.Pattern[str] | None:
+    """The compiled regex of an exclusion flag (collections, counters; None: exclude nothing)."""
     if not pattern:
         return None
     try:
@@ -184,7 +214,10 @@ def dump_shape(dump: dict[str, Any]) -> tuple[tuple[str, int], ...]:
 
 
 def plan_from_schema(schema: Any, priority: int,
-                     excluded: re.Pattern[str] | None = None) -> tuple[_Counter, ...]:
+                     excluded: re.Pattern[str] | None = None,
+                     excluded_counters: re.Pattern[str] | None = None) -> tuple[_Counter, ...]:
+    """The counters to export: priority at least ``priority``, collection not matched by
+    ``excluded``, exported name (without _sum/_count) not matched by ``excluded_counters``."""
     if not isinstance(schema, dict):
         raise ValueError(f"perf schema is a {type(schema).__name__}, not an object")
     counters: list[_Counter] = []
@@ -199,6 +232,8 @@ def plan_from_schema(schema: Any, priority: int,
                 continue
             longrunavg, mtype = kind
             metric, extra_labels = fixed_name(promethize(f"{collection}_{counter}"))
+            if excluded_counters is not None and excluded_counters.fullmatch(metric):
+                continue
             counters.append(
                 _Counter(
                     collection,
@@ -245,8 +280,10 @@ class PerfCollector(DaemonCollector):
                  ) -> None:
         super().__init__(settings, host)
         self.priority = self.settings.priority
-        self.excluded = collection_filter(self.settings.exclude_collections,
-                                          "--collector.perf.exclude-collections")
+        self.excluded = exclusion_regex(self.settings.exclude_collections,
+                                        "--collector.perf.exclude-collections")
+        self.excluded_counters = exclusion_regex(self.settings.exclude_counters,
+                                                 "--collector.perf.exclude-counters")
         self._plans: dict[str, _Plan] = {}
 
     def forget_daemon(self, daemon_name: str) -> None:
@@ -264,7 +301,8 @@ class PerfCollector(DaemonCollector):
         plan = self._plans.get(name)
         if plan is not None and plan.pid == pid and plan.shape == shape:
             return plan
-        counters = plan_from_schema(session.command("perf schema"), self.priority, self.excluded)
+        counters = plan_from_schema(session.command("perf schema"), self.priority, self.excluded,
+                                    self.excluded_counters)
         # The schema's pid: if the daemon restarted between dump and schema, the next
         # scrape's dump comes from that pid and its shape decides whether to refetch.
         plan = build_plan(session.peer_pid, shape, counters, session.counter_label)

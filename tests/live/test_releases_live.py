@@ -4,7 +4,8 @@ filesystems, one dev cluster per release shared by these tests (`release_cluster
 Per release: every daemon runs chrooted in its own private mount namespace and nothing of it is
 mounted on the host; the exporter resolves every OSD to its own loop device through
 /proc/<pid>/root when its own view of the OSD's paths is empty; the exporter's write IOPS agree
-with the release's own rados bench; mclock's queue and profile are exported under load; a
+with the release's own rados bench; mclock's queue and profile are exported under load, where
+the whole exporter's default holds the series budget per OSD; a
 vstart-named socket dir is found; a real `cephscope sweep` step of osd_op_num_shards x
 osd_op_num_threads_per_shard restarts the OSDs (through the root filesystem) and verifies the
 running values.
@@ -30,6 +31,7 @@ from cephscope.deploy.capture_fixtures import parse_bench_output
 from cephscope.deploy.devcluster import DevCluster
 from cephscope.deploy.stack import Stack
 from cephscope.exporter.asok import AsokClient
+from cephscope.exporter.cardinality import BUDGET_SERIES_PER_OSD, count_series
 from tests.live.conftest import free_port_base
 from tests.unit.fake_asok import exporter_args, parse_samples
 
@@ -55,7 +57,7 @@ def release_cluster(request: pytest.FixtureRequest,
             cluster.purge()
 
 
-def scrape(asok_dir: Path, *flags: str) -> dict[str, float]:
+def scrape_text(asok_dir: Path, *flags: str) -> str:
     from cephscope.exporter.collectors import enabled_collectors
     from cephscope.exporter.exposition import render
     from cephscope.exporter.main import settings_from_args
@@ -64,9 +66,13 @@ def scrape(asok_dir: Path, *flags: str) -> dict[str, float]:
     args = exporter_args(asok_dir, *flags)
     scraper = Scraper(enabled_collectors(args), settings_from_args(args))
     try:
-        return parse_samples(render(scraper.scrape(time.monotonic() + 20)).decode())
+        return render(scraper.scrape(time.monotonic() + 20)).decode()
     finally:
         scraper.close()
+
+
+def scrape(asok_dir: Path, *flags: str) -> dict[str, float]:
+    return parse_samples(scrape_text(asok_dir, *flags))
 
 
 def rados_bench(cluster: DevCluster, seconds: int, threads: int) -> subprocess.Popen[bytes]:
@@ -168,6 +174,8 @@ def test_exporter_write_iops_match_rados_bench(release_cluster: DevCluster) -> N
 
 
 def test_mclock_queue_and_profile_under_load(release_cluster: DevCluster) -> None:
+    """mclock's queue, classes and profile under 128 writes in flight; the default exposition
+    of the whole exporter under that load holds the series budget per OSD."""
     cluster = release_cluster
     profile = AsokClient(cluster.osd_asok(0)).config_get("osd_mclock_profile")
     bench = rados_bench(cluster, 25, 128)
@@ -177,7 +185,8 @@ def test_mclock_queue_and_profile_under_load(release_cluster: DevCluster) -> Non
         deadline = time.monotonic() + 40
         while time.monotonic() < deadline and bench.poll() is None:
             samples = scrape(cluster.asok_dir, "--no-collector.topology",
-                             "--collector.opqueue.min-interval", "0")
+                             "--collector.opqueue.min-interval", "0",
+                             "--collector.opqueue.mclock-detail")
             for osd in cluster.osd_ids():
                 label = f'ceph_daemon="osd.{osd}"'
                 assert samples[f'cephscope_osd_op_queue_info{{{label},scheduler="mclock",'
@@ -191,11 +200,18 @@ def test_mclock_queue_and_profile_under_load(release_cluster: DevCluster) -> Non
             if seen_queued and seen_client_class:
                 break
             time.sleep(0.2)
+        # the whole exporter at its defaults, under the same load, holds the series budget
+        assert bench.poll() is None, "rados bench ended before the default scrape"
+        per_osd = count_series(scrape_text(cluster.asok_dir, "--ceph.conf", str(cluster.conf_path)))
     finally:
         bench.kill()
         bench.wait(30)
     assert seen_queued > 0, "no op ever seen queued in mclock under 128 concurrent writes"
     assert seen_client_class > 0
+    assert per_osd.osds == [f"osd.{i}" for i in cluster.osd_ids()]
+    by_collector = {c: per_osd.mean_per_osd(collector=c) for c in {c for c, _ in per_osd.families()}}
+    assert "unknown" not in by_collector, per_osd.families()
+    assert 0 < per_osd.max_per_osd() <= BUDGET_SERIES_PER_OSD, (per_osd.osd_totals(), by_collector)
 
 
 def test_vstart_named_socket_dir_is_found(release_cluster: DevCluster, tmp_path: Path) -> None:

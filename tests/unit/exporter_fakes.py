@@ -33,6 +33,9 @@ def normalise(text: str) -> str:
 # *Series per OSD*), with the finer phase buckets of the phase histogram.
 EVERY_SERIES_FLAGS: tuple[str, ...] = (
     "--collector.perf.exclude-collections=",
+    "--collector.perf.exclude-counters=",
+    "--collector.labeled.exclude-collections=",
+    "--collector.opqueue.mclock-detail",
     "--collector.histogram.ops=r,w,rw",
     "--collector.histogram.latency-max-seconds=0",
     "--collector.histogram.size",
@@ -43,6 +46,12 @@ EVERY_SERIES_FLAGS: tuple[str, ...] = (
     "--collector.ops.flag-points",
     "--collector.threads.groups=.*",
     "--collector.topology.device-gauges",
+)
+# ... of which these bring back series only Reef and later have (labeled counters, mClock's
+# dump): checked on the release captures, not on Pacific's.
+REEF_AND_LATER_FLAGS: tuple[str, ...] = (
+    "--collector.labeled.exclude-collections=",
+    "--collector.opqueue.mclock-detail",
 )
 
 

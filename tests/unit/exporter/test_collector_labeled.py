@@ -4,13 +4,14 @@ by the fake admin socket; Pacific (no such command) costs nothing after the firs
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
 import pytest
 
 from cephscope.exporter.collectors import enabled_collectors
-from cephscope.exporter.collectors.labeled import plan_from_counter_schema
+from cephscope.exporter.collectors.labeled import DEFAULT_EXCLUDED_COLLECTIONS, plan_from_counter_schema
 from cephscope.exporter.exposition import render
 from cephscope.exporter.main import settings_from_args
 from cephscope.exporter.scrape import Scraper
@@ -38,7 +39,9 @@ def test_labeled_counters_of_real_osds(tmp_path: Path, version: str) -> None:
     assert plan and all(s.labels for s in plan)
     daemon = serve(tmp_path, version)
     try:
-        args = exporter_args(tmp_path / "run", "--collector.disable-defaults", "--collector.labeled")
+        # every key: the default leaves out the messenger's workers and the scrub keys
+        args = exporter_args(tmp_path / "run", "--collector.disable-defaults", "--collector.labeled",
+                             "--collector.labeled.exclude-collections=")
         scraper = Scraper(enabled_collectors(args), settings_from_args(args))
         samples = parse_samples(render(scraper.scrape(time.monotonic() + 10)).decode())
         scraper.close()
@@ -55,6 +58,26 @@ def test_labeled_counters_of_real_osds(tmp_path: Path, version: str) -> None:
     # nothing unlabeled (perf dump's counters belong to the perf collector)
     assert not any(k.startswith("ceph_osd_op{") for k in samples)
     assert len([k for k in samples if k.startswith("ceph_") and "{" in k]) == len(plan)
+
+
+@pytest.mark.parametrize("version", ["18.2.7", "20.2.4"])
+def test_the_default_leaves_out_the_messenger_workers_and_the_scrub_keys(version: str) -> None:
+    schema = json.loads((capture_dir("load", "osd.0", version) / "counter_schema.json").read_text())
+    every = {s.key for s in plan_from_counter_schema(schema, 5)}
+    kept = {s.key for s in plan_from_counter_schema(schema, 5,
+                                                    re.compile(DEFAULT_EXCLUDED_COLLECTIONS))}
+    assert "AsyncMessenger::Worker" in every
+    assert every - kept == ({"AsyncMessenger::Worker"} if version == "18.2.7" else {
+        "AsyncMessenger::Worker", "osd_scrub_dp_ec", "osd_scrub_dp_repl", "osd_scrub_sh_ec",
+        "osd_scrub_sh_repl"})
+    assert kept == set()  # an OSD has no other labeled key
+
+
+def test_a_bad_key_regex_names_the_flag() -> None:
+    with pytest.raises(ValueError, match=r"--collector.labeled.exclude-collections '\[': not a "
+                                         "regular expression"):
+        enabled_collectors(exporter_args("/nonexistent", "--collector.labeled.exclude-collections",
+                                         "["))
 
 
 def test_pacific_refuses_once_and_is_not_asked_again(tmp_path: Path) -> None:

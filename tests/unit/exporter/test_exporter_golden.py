@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from cephscope.exporter.cardinality import BUDGET_SERIES_PER_OSD, count_series
@@ -32,6 +33,7 @@ from cephscope.exporter.settings import HostSettings, PathSettings, from_args
 from tests.unit.exporter_fakes import (
     CEPH_COMPAT_LINT,
     EVERY_SERIES_FLAGS,
+    REEF_AND_LATER_FLAGS,
     FakeMon,
     addresses,
     edited_metadata,
@@ -165,10 +167,13 @@ def test_every_default_series_is_in_the_full_exposition(exposition: str,
     assert grown.max_per_osd() > 3 * BUDGET_SERIES_PER_OSD, budget_message(everything)
 
 
-# (flag, a series it brings back) for every flag of EVERY_SERIES_FLAGS
+# (flag, a series it brings back) for every flag of EVERY_SERIES_FLAGS that matters on
+# Pacific (the others: test_exporter_releases_golden)
 BROUGHT_BACK = {
     "--collector.perf.exclude-collections=":
         'ceph_bluestore_pricache:kv_pri0_bytes{ceph_daemon="osd.0"}',
+    "--collector.perf.exclude-counters=":
+        'ceph_bluefs_read_random_bytes{ceph_daemon="osd.0"}',
     "--collector.histogram.ops=r,w,rw":
         'cephscope_osd_op_latency_seconds_count{ceph_daemon="osd.0",op="rw"}',
     "--collector.histogram.latency-max-seconds=0":
@@ -191,7 +196,10 @@ BROUGHT_BACK = {
 }
 
 
-@pytest.mark.parametrize("flag", sorted({f.split("=")[0] for f in EVERY_SERIES_FLAGS}))
+PACIFIC_FLAGS = sorted({f.split("=")[0] for f in EVERY_SERIES_FLAGS if f not in REEF_AND_LATER_FLAGS})
+
+
+@pytest.mark.parametrize("flag", PACIFIC_FLAGS)
 def test_each_flag_brings_back_what_the_default_drops(scrape: Callable[..., str],
                                                       exposition: str, flag: str) -> None:
     [given] = [f for f in EVERY_SERIES_FLAGS if f.split("=")[0] == flag]
@@ -251,29 +259,81 @@ def shipped_queries() -> dict[str, str]:
     return out
 
 
+def exporter_series_named(expr: str) -> list[str]:
+    """The exporter series a PromQL expression names (not recording rules, label names or the
+    runner's series)."""
+    return [name for name in re.findall(r"(?<![\w:])((?:ceph|cephscope)_[A-Za-z0-9_:]+)", expr)
+            if ":" not in name and not NOT_EXPORTER_SERIES.fullmatch(name)
+            and name not in ABSENT_FROM_THE_FIXTURE]
+
+
+def exports(families: dict[str, Metric], name: str) -> bool:
+    """Whether an exposition's families hold the series ``name`` (prometheus_client names a
+    histogram's family without _bucket/_sum/_count and a counter's without _total)."""
+    base = re.sub(r"_(bucket|sum|count|total)$", "", name)
+    return name in families or (base in families and families[base].type in ("histogram", "counter"))
+
+
+# The perf counters Ceph's own dashboards and alerts query (ceph/ceph monitoring/ceph-mixin:
+# osds-overview, osd-device-details, ceph-cluster-advanced, host-details, the application
+# overview, alert CephPGImbalance); their other ceph_* series (ceph_osd_metadata, ceph_osd_up,
+# ceph_pool_*, ceph_health_*, ...) come from the mgr prometheus module, not from an exporter.
+CEPH_MIXIN_OSD_SERIES = (
+    "ceph_osd_op_r", "ceph_osd_op_w", "ceph_osd_op_r_out_bytes", "ceph_osd_op_w_in_bytes",
+    "ceph_osd_op_r_latency_sum", "ceph_osd_op_r_latency_count", "ceph_osd_op_w_latency_sum",
+    "ceph_osd_op_w_latency_count", "ceph_osd_numpg", "ceph_osd_stat_bytes",
+    "ceph_osd_recovery_ops", "ceph_bluestore_onode_hits", "ceph_bluestore_onode_misses",
+    "ceph_bluefs_wal_total_bytes",
+)
+
+
 def test_default_exposition_keeps_every_series_the_shipped_figures_read(exposition: str) -> None:
     """The lean default drops nothing the dashboards, rules, report or cookbook query: each
-    exporter series they name, and each value they select of its labels, is in it or, for
-    MDS and gateway series, in the default services goldens (test_exporter_services)."""
-    services = [p.read_text() for p in sorted((FIXTURES_ROOT / "golden").glob("*-services.prom"))]
-    families = {f.name: f for text in (exposition, *services)
+    exporter series they name, and each value they select of its labels, is in it or in one
+    of the default goldens of the releases (test_exporter_releases_golden) or of the MDS and
+    gateway (test_exporter_services)."""
+    golden = FIXTURES_ROOT / "golden"
+    others = [p.read_text() for p in sorted([*golden.glob("*-services.prom"),
+                                             *golden.glob("*-default.prom")])]
+    assert len(others) >= 5, others
+    families = {f.name: f for text in (exposition, *others)
                 for f in text_string_to_metric_families(text)}
-    samples = {k: v for text in (exposition, *services) for k, v in parse_samples(text).items()}
+    samples = {k: v for text in (exposition, *others) for k, v in parse_samples(text).items()}
     queries = shipped_queries()
     assert len(queries) > 100, len(queries)
     missing: dict[str, set[str]] = {}
     for where, expr in queries.items():
-        for name in re.findall(r"(?<![\w:])((?:ceph|cephscope)_[A-Za-z0-9_:]+)", expr):
-            if ":" in name or NOT_EXPORTER_SERIES.fullmatch(name) \
-                    or name in ABSENT_FROM_THE_FIXTURE:
-                continue  # a recording rule, a label name, the runner's series
-            # prometheus_client names a histogram's family without _bucket/_sum/_count and
-            # a counter's without _total
-            base = re.sub(r"_(bucket|sum|count|total)$", "", name)
-            if name not in families and not (base in families and families[base].type in (
-                    "histogram", "counter")):
+        for name in exporter_series_named(expr):
+            if not exports(families, name):
                 missing.setdefault(name, set()).add(where)
         for label, value in re.findall(r'\b(\w+)=~?"([^"$|.*]+)"', expr):
             if label in EXPORTER_LABELS and not any(f'{label}="{value}"' in k for k in samples):
                 missing.setdefault(f'{label}="{value}"', set()).add(where)
     assert not missing, missing
+
+
+@pytest.mark.parametrize("version", ["16.2.15", "18.2.7", "20.2.4"])
+def test_each_release_default_keeps_what_the_shipped_figures_and_cephs_dashboards_read(
+        exposition: str, everything: str, version: str) -> None:
+    """Per release: every exporter series the shipped figures or Ceph's own dashboards and
+    alerts name that the release exports at all (its exposition with every flag) is in its
+    default exposition, so a query that works on one release's full exposition works on its
+    default. Pacific: the whole exporter's; Reef and Tentacle: the daemon collectors' goldens
+    (test_exporter_releases_golden)."""
+    golden = FIXTURES_ROOT / "golden"
+    if version == CEPH_VERSION:
+        default_text, full_text = exposition, everything
+    else:
+        default_text = (golden / f"{version}-default.prom").read_text()
+        full_text = (golden / f"{version}-daemons.prom").read_text()
+    default = {f.name: f for f in text_string_to_metric_families(default_text)}
+    full = {f.name: f for f in text_string_to_metric_families(full_text)}
+    named = {n for expr in shipped_queries().values() for n in exporter_series_named(expr)}
+    named |= set(CEPH_MIXIN_OSD_SERIES)
+    in_release = {n for n in named if exports(full, n)}
+    # the release's captures hold the OSD counters both name (not only Pacific's)
+    assert set(CEPH_MIXIN_OSD_SERIES) <= in_release, set(CEPH_MIXIN_OSD_SERIES) - in_release
+    assert {"ceph_bluestore_kv_sync_lat_sum", "ceph_osd_op_rw_process_latency_sum",
+            "cephscope_osd_op_latency_seconds_bucket"} <= in_release
+    dropped = sorted(n for n in in_release if not exports(default, n))
+    assert not dropped, dropped
