@@ -572,7 +572,10 @@ def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
             timeseries(
                 "BlueStore commit and kv latency",
                 [
-                    Query(avg_latency("ceph_bluestore_commit_lat"), "commit {{ceph_daemon}}"),
+                    # Pacific's commit_lat became txc_commit_lat in Reef
+                    Query(f'{avg_latency("ceph_bluestore_commit_lat")} or '
+                          f'{avg_latency("ceph_bluestore_txc_commit_lat")}',
+                          "commit {{ceph_daemon}}"),
                     Query(avg_latency("ceph_bluestore_kv_sync_lat"), "kv_sync {{ceph_daemon}}"),
                     Query(avg_latency("ceph_bluestore_kv_flush_lat"), "kv_flush {{ceph_daemon}}"),
                     Query(
