@@ -95,6 +95,11 @@ def http_get(url: str, timeout: float = 5.0, context: ssl.SSLContext | None = No
 
 # Prometheus major -> the release root filesystem that carries it (None: this machine's).
 PROMETHEUS_RELEASES: dict[str, str | None] = {"2": None, "3": "tentacle"}
+# Majors that store a classic histogram as a native histogram with custom buckets
+# (`convert_classic_histograms_to_nhcb`; 3.5 drops converted histograms altogether unless
+# `--enable-feature=native-histograms` is on, so the two always go together).
+NATIVE_HISTOGRAM_RELEASES = ("3",)
+NATIVE_HISTOGRAMS_FEATURE = "--enable-feature=native-histograms"
 
 
 class Stack:
@@ -114,6 +119,7 @@ class Stack:
         runner_port: int | None = None,
         exporter_web_config: Path | str | None = None,
         exporter_scrape_config: Path | str | None = None,
+        native_histograms: bool | None = None,
     ) -> None:
         self.state_dir = Path(state_dir or default_state_dir()).resolve()
         self.port_base = port_base
@@ -134,6 +140,16 @@ class Stack:
             raise StackError(f"--prometheus-release {prometheus_release!r}: one of "
                              f"{', '.join(PROMETHEUS_RELEASES)}")
         self.prometheus_release = prometheus_release
+        # Prometheus 3 stores the exporter's classic histograms as native histograms with
+        # custom buckets (one series per histogram instead of one per bucket) unless told not
+        # to; Prometheus 2 cannot.
+        if native_histograms is None:
+            native_histograms = prometheus_release in NATIVE_HISTOGRAM_RELEASES
+        if native_histograms and prometheus_release not in NATIVE_HISTOGRAM_RELEASES:
+            raise StackError(f"native histograms need --prometheus-release "
+                             f"{' or '.join(NATIVE_HISTOGRAM_RELEASES)} (Prometheus "
+                             f"{prometheus_release} keeps classic histograms)")
+        self.native_histograms = native_histograms
         # Another stack's runner port: two Prometheus servers scrape one sweep.
         self._runner_port = runner_port
         # the exporter behind TLS / client certificates / basic auth (deploy/scrape_auth.py)
@@ -215,6 +231,10 @@ class Stack:
                     jobs.insert(2, found[0])
                 found[0]["file_sd_configs"] = [{"files": [str(self.targets_dir / file)],
                                                 "refresh_interval": "30s"}]
+        if self.native_histograms:
+            for found_job in jobs:
+                if found_job["job_name"] == EXPORTER_JOB:
+                    found_job["convert_classic_histograms_to_nhcb"] = True
         return {
             "global": {
                 "scrape_interval": interval,
@@ -255,6 +275,7 @@ class Stack:
                 f"--web.listen-address={listen}",
                 "--web.enable-lifecycle",
                 "--storage.tsdb.retention.time=15d",
+                *([NATIVE_HISTOGRAMS_FEATURE] if self.native_histograms else []),
             ])
         if component.name == "alertmanager":
             return [

@@ -47,6 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(built and cached like `cephscope devcluster rootfs --release tentacle`)",
     )
     parser.add_argument(
+        "--histograms", choices=["classic", "native"], default=None,
+        help="how Prometheus stores the exporter's histograms: native = one native histogram "
+        "with custom buckets per histogram (Prometheus 3 only, its default), classic = one "
+        "series per bucket (Prometheus 2's only way); queries answer the same either way",
+    )
+    parser.add_argument(
         "--exporter-web-config", type=Path, metavar="FILE",
         help="the exporter's --web.config.file (TLS, client certificates, basic auth); the "
         "stack's Prometheus scrapes it with --exporter-scrape-config",
@@ -82,6 +88,7 @@ def make_stack(args: argparse.Namespace, cluster_dir: Path) -> Stack:
         targets_dir=args.targets_dir or (
             cluster_dir / "targets" if (cluster_dir / "targets").is_dir() else None),
         prometheus_release=args.prometheus_release,
+        native_histograms=None if args.histograms is None else args.histograms == "native",
         exporter_web_config=args.exporter_web_config,
         exporter_scrape_config=args.exporter_scrape_config,
     )
