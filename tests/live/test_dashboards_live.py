@@ -25,8 +25,8 @@ from cephscope.dashboards.queries import (
     cookbook_queries,
     load_dashboards,
     panel_queries,
+    resolve_variables,
     substitute,
-    variable_queries,
 )
 from cephscope.deploy import rootfs
 from cephscope.deploy.devcluster import DevCluster
@@ -46,34 +46,6 @@ benchmarks:
     time: {seconds}
     write_only: true
 """
-
-
-def label_values(stack: Stack, selector: str | None, label: str, start: float, end: float) -> list[str]:
-    """Grafana's label_values(): the label's values on series present in the time range."""
-    if selector is None:
-        return sorted(prometheus_get(stack, f"/api/v1/label/{label}/values",
-                                     {"start": str(start), "end": str(end)}))
-    series = prometheus_get(stack, "/api/v1/series",
-                            [("match[]", selector), ("start", str(start)), ("end", str(end))])
-    return sorted({s[label] for s in series if s.get(label)})
-
-
-def resolve_variables(stack: Stack, dashboard: dict[str, Any], run_id: str, start: float,
-                      end: float) -> dict[str, str]:
-    """Values Grafana would use: 'All' for multi-value variables, the run under test for $run."""
-    values: dict[str, str] = {"datasource": "cephscope-prometheus"}
-    for variable in variable_queries(dashboard):
-        selector = substitute(variable.selector, values) if variable.selector else None
-        options = label_values(stack, selector, variable.label, start, end)
-        assert options, f"{dashboard['uid']}: variable ${variable.name} has no values ({selector})"
-        if variable.name == "run":
-            assert run_id in options, (run_id, options)
-            values["run"] = run_id
-        elif variable.include_all:
-            values[variable.name] = variable.all_value or "|".join(options)
-        else:
-            values[variable.name] = options[0]
-    return values
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +110,7 @@ def test_every_dashboard_panel_query_returns_series(prometheus: Stack, swept: Sw
     checked = 0
     empty: list[str] = []
     for dashboard in dashboards.values():
-        values = resolve_variables(stack, dashboard, swept.run_id, swept.start - 10, swept.end + 5)
+        values = resolve_variables(stack.prometheus, dashboard, swept.run_id, swept.start - 10, swept.end + 5)
         values.update(grafana_builtins(swept))
         for query in panel_queries(dashboard) + annotation_queries(dashboard):
             expr = substitute(query.expr, values)
@@ -154,7 +126,7 @@ def test_step_params_reach_the_comparison_table(prometheus: Stack, swept: SweepR
     """The comparison join yields one row per step, labelled with the sweep axis."""
     stack = prometheus
     dashboard = load_dashboards(REPO / "dashboards" / "json")["cephscope-sweep-comparison"]
-    values = resolve_variables(stack, dashboard, swept.run_id, swept.start - 10, swept.end + 5)
+    values = resolve_variables(stack.prometheus, dashboard, swept.run_id, swept.start - 10, swept.end + 5)
     values.update(grafana_builtins(swept))
     values["__range"] = f"{int(swept.end - swept.start) + 15}s"
     table = next(q for q in panel_queries(dashboard) if "group_left" in q.expr)
@@ -179,11 +151,15 @@ def test_every_cookbook_query_returns_series(prometheus: Stack, swept: SweepRun)
     assert not empty, "cookbook queries without data:\n" + "\n".join(empty)
 
 
-# Two Prometheus servers scrape the exporter at different moments (each scrape is its own
-# collection), so one 8 s step's window holds different samples in each: on the 2-core dev
-# box the p99s of one step differed by up to ~NN % (measured); a histogram read in the wrong
-# storage shape gives no figure at all, or one from other buckets.
-PERCENTILE_TOLERANCE = 0.3
+# The two servers scrape the exporter at nearly the same moments (the same target gets the
+# same scrape offset), so the report's step p99, taken from the stored cumulative buckets over
+# the step's window, is the same figure from either storage: measured 42.45 / 42.45 ms and
+# 61.42 / 61.43 ms (classic / native). Each server evaluates the recorded step p99 on its own
+# schedule, and a panel's 20 s rate window at the step's end reaches into the step before it,
+# holding one sample more on 2.x (closed range) than on 3.x (left-open): measured 47.4 / 45.1
+# and 48.5 / 61.4 ms. A histogram read in the wrong storage shape gives no figure at all.
+REPORT_TOLERANCE = 0.05
+WINDOWED_TOLERANCE = 0.5
 
 
 def _p(values: list[float]) -> str:
@@ -209,7 +185,7 @@ def test_osd_latency_percentiles_agree_on_classic_and_native_storage(
         for quantile in ("50", "99"):
             classic, nhcb = (f.osd_latency_percentiles.get(quantile) for f in figures)
             assert classic and nhcb, (row["step"], quantile, classic, nhcb)
-            assert math.isclose(classic, nhcb, rel_tol=PERCENTILE_TOLERANCE), (
+            assert math.isclose(classic, nhcb, rel_tol=REPORT_TOLERANCE), (
                 f"step {row['step']} p{quantile}: {_p([classic, nhcb])}")
         print(f"step {row['step']} report p99 classic/native: "
               f"{_p([f.osd_latency_percentiles['99'] for f in figures])}")
@@ -218,8 +194,8 @@ def test_osd_latency_percentiles_agree_on_classic_and_native_storage(
                             at=end) for s in (stack, stack3)]
         assert all(recorded), (row["step"], recorded)
         rule = [float(r[0]["value"][1]) for r in recorded]
-        assert math.isclose(*rule, rel_tol=PERCENTILE_TOLERANCE), f"recorded p99: {_p(rule)}"
+        assert math.isclose(*rule, rel_tol=WINDOWED_TOLERANCE), f"recorded p99: {_p(rule)}"
         answers = [s.query(panel, at=end) for s in (stack, stack3)]
         queried = [float(a[0]["value"][1]) for a in answers]
-        assert math.isclose(*queried, rel_tol=PERCENTILE_TOLERANCE), f"panel p99: {_p(queried)}"
+        assert math.isclose(*queried, rel_tol=WINDOWED_TOLERANCE), f"panel p99: {_p(queried)}"
         print(f"  recorded {_p(rule)}, panel query {_p(queried)}")
