@@ -4,6 +4,8 @@ Prometheus 2.42 ones in test_alerts.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tests.unit.prometheus3_tools import REPO, promtool3
 
 ALERTS = REPO / "alerts"
@@ -35,7 +37,7 @@ def test_rules_give_the_same_answers_on_native_histograms() -> None:
     answer as in the classic cases of cephscope-alerts.test.yml."""
     files = sorted(str(p) for p in (ALERTS / "tests" / "prometheus3").glob("*.test.yml"))
     assert files
-    text = "".join(open(f).read() for f in files)
+    text = "".join(Path(f).read_text() for f in files)
     assert "custom_values" in text and "cephscope_osd_op_latency_seconds_bucket" not in text
     result = promtool3("test", "rules", *files)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
