@@ -122,7 +122,8 @@ class SimCluster:
     """N namespace hosts, each with replaying OSD sockets, an exporter and a node_exporter."""
 
     def __init__(self, state_dir: Path, osds: int, osds_per_host: int, release: str,
-                 node_exporters: bool, seed: int = 1) -> None:
+                 node_exporters: bool, seed: int = 1, exporter_args: list[str] | None = None,
+                 min_available: int = 0) -> None:
         hosts = math.ceil(osds / osds_per_host)
         if hosts > MAX_HOSTS:
             raise SystemExit(f"{osds} OSDs at {osds_per_host} per host need {hosts} hosts; at "
@@ -132,6 +133,8 @@ class SimCluster:
         self.release = release
         self.node_exporters = node_exporters
         self.seed = seed
+        self.exporter_args = list(exporter_args or [])
+        self.min_available = min_available
         self.hosts = [SimHost(h, range(i * osds_per_host, min(osds, (i + 1) * osds_per_host)),
                               state_dir / "asok" / h.name)
                       for i, h in enumerate(self.plan.osd_hosts)]
@@ -150,16 +153,24 @@ class SimCluster:
         HostNetwork(self.plan).create()
         for sim in self.hosts:
             self._start_replay(sim)
+            self._check_memory(sim)
         for sim in self.hosts:
             self._wait_ready(sim)
             self._start(sim, "exporter", [
                 exporter_binary(), f"--web.listen-address={sim.host.public_addr}:{EXPORTER_PORT}",
-                f"--ceph.asok-dir={sim.asok_dir}"])
+                f"--ceph.asok-dir={sim.asok_dir}", *self.exporter_args])
+            self._check_memory(sim)
             if self.node_exporters:
                 self._start(sim, "node_exporter", [
                     NODE_EXPORTER, f"--web.listen-address={sim.host.public_addr}:{NODE_EXPORTER_PORT}",
                     "--no-collector.systemd"])
         self._write_targets()
+
+    def _check_memory(self, sim: SimHost) -> None:
+        available = mem_available_bytes()
+        if available < self.min_available:
+            raise MemoryError(f"{available / GIB:.1f} GiB available after starting "
+                              f"{sim.host.name}'s services: the cluster alone does not fit")
 
     def _start(self, sim: SimHost, service: str, argv: list[str],
                stdout: int | None = None) -> subprocess.Popen[bytes]:
@@ -209,28 +220,42 @@ class SimCluster:
 # ---- one Prometheus over it -------------------------------------------------------------------
 
 class Sampler:
-    """Prometheus' RSS and the machine's available memory every second while a variant runs;
-    sets `stop_reason` when memory runs out."""
+    """Every second while a variant runs: Prometheus' RSS, the machine's available memory and
+    load, and every few seconds Prometheus' head series. When available memory falls below
+    `min_available` it kills that Prometheus (its own child, by pid: a Prometheus growing
+    past what the machine holds would take the other processes here with it) and says why."""
 
-    def __init__(self, pid: int, min_available: int) -> None:
+    def __init__(self, pid: int, min_available: int, api: PrometheusAPI) -> None:
         self.pid = pid
         self.min_available = min_available
+        self.api = PrometheusAPI(api.url, timeout_seconds=3)
         self.peak_rss = 0
         self.min_available_seen = mem_available_bytes()
         self.max_load = load_average()
+        self.head_series: float | None = None
         self.stop_reason: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
+        ticks = 0
         while not self._stop.wait(1.0):
+            ticks += 1
             self.peak_rss = max(self.peak_rss, rss_bytes(self.pid))
             available = mem_available_bytes()
             self.min_available_seen = min(self.min_available_seen, available)
             self.max_load = max(self.max_load, load_average())
+            if ticks % 5 == 0 and self.stop_reason is None:
+                with contextlib.suppress(PrometheusError, IndexError, KeyError, ValueError):
+                    self.head_series = float(
+                        self.api.query("prometheus_tsdb_head_series")[0]["value"][1])
             if available < self.min_available and self.stop_reason is None:
                 self.stop_reason = (f"memory: {available / GIB:.1f} GiB available "
-                                    f"(< {self.min_available / GIB:.1f})")
+                                    f"(< {self.min_available / GIB:.1f}) with Prometheus at "
+                                    f"{rss_bytes(self.pid) / GIB:.1f} GiB RSS, "
+                                    f"{self.head_series or 0:,.0f} head series")
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
             if not pid_alive(self.pid) and self.stop_reason is None:
                 self.stop_reason = "Prometheus exited"
 
@@ -340,7 +365,7 @@ def measure_variant(name: str, cluster: SimCluster, args: argparse.Namespace,
         workers = {s: cluster.pids(s) for s in ("exporter", "replay", "node_exporter")}
         cpu_before = {s: sum(map(cpu_seconds, p)) for s, p in workers.items()}
         prom_cpu_before = cpu_seconds(pid)
-        with Sampler(pid, int(args.min_available_gib * GIB)) as sampler:
+        with Sampler(pid, int(args.min_available_gib * GIB), api) as sampler:
             time.sleep(args.warmup_scrapes * args.scrape_interval)
             log(f"{name}: run of {len(steps)} steps x {args.step_seconds:g} s")
             run = run_steps(metrics, steps, args.step_seconds, sampler,
@@ -348,8 +373,11 @@ def measure_variant(name: str, cluster: SimCluster, args: argparse.Namespace,
             time.sleep(args.scrape_interval + 2)  # the run's last scrapes and rule evaluations
         elapsed = time.time() - run.start
         cpu = {s: (sum(map(cpu_seconds, p)) - cpu_before[s]) / elapsed for s, p in workers.items()}
-        out.update(collect(api, stack, cluster, run, args, sampler, pid))
         out["cpu_cores"] = {"prometheus": (cpu_seconds(pid) - prom_cpu_before) / elapsed, **cpu}
+        if pid_alive(pid):
+            out.update(collect(api, stack, cluster, run, args, sampler, pid))
+        else:  # killed for memory: what the sampler saw last
+            out["head_series"] = sampler.head_series
         out["prometheus_rss_end_bytes"] = rss_bytes(pid)
         out["prometheus_rss_peak_bytes"] = max(sampler.peak_rss, rss_bytes(pid, "VmHWM"))
         out["min_available_bytes"] = sampler.min_available_seen
@@ -465,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--osds", type=int, default=200)
     parser.add_argument("--osds-per-host", type=int, default=50)
-    parser.add_argument("--variants", default="2-classic,3-native",
+    parser.add_argument("--variants", default="2-classic,3-classic,3-native",
                         help=f"comma-separated, of {', '.join(VARIANTS)}")
     parser.add_argument("--release", default=DEFAULT_RELEASE,
                         help="Ceph version whose captures the OSDs replay")
@@ -474,6 +502,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step-seconds", type=float, default=30.0)
     parser.add_argument("--warmup-scrapes", type=int, default=4)
     parser.add_argument("--no-node-exporter", dest="node_exporters", action="store_false")
+    parser.add_argument("--exporter-arg", action="append", default=[], metavar="FLAG",
+                        help="a flag for every host's exporter beyond its defaults (repeat)")
     parser.add_argument("--min-available-gib", type=float, default=3.0,
                         help="stop a variant when the machine's available memory falls below")
     parser.add_argument("--state-dir", type=Path, default=Path("/tmp/cephscope-scale-sim"))
@@ -489,7 +519,8 @@ def main(argv: list[str] | None = None) -> int:
     args.state_dir = args.state_dir.resolve()
     signal.signal(signal.SIGTERM, _interrupt)
     cluster = SimCluster(args.state_dir, args.osds, args.osds_per_host, args.release,
-                         args.node_exporters)
+                         args.node_exporters, exporter_args=args.exporter_arg,
+                         min_available=int(args.min_available_gib * GIB))
     commit = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True, check=False).stdout.strip()
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M %Z"), "commit": commit,
@@ -506,6 +537,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(line, flush=True)
     except KeyboardInterrupt:
         log("interrupted: cleaning up")
+    except MemoryError as exc:
+        results["stopped"] = f"memory: {exc}"
+        log(f"stopped: {results['stopped']}")
     finally:
         cluster.down()
         log(f"cluster removed; load average {load_average()}")
