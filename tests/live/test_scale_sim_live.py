@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from types import ModuleType
 
 import pytest
 
+from cephscope.deploy.procs import proc_cmdline
 from tests.live.conftest import free_port_base
 
 SIM = Path(__file__).resolve().parents[2] / "benchmarks" / "scale_sim.py"
@@ -60,5 +62,6 @@ def test_two_hosts_of_five_replaying_osds_scraped_by_one_prometheus(
     links = [plan["public_bridge"], plan["cluster_bridge"],
              *(h[k] for h in plan["hosts"] for k in ("public_veth", "cluster_veth") if h[k])]
     assert not [name for name in links if Path("/sys/class/net", name).exists()]
-    found = subprocess.run(["pgrep", "-f", str(state)], capture_output=True, text=True).stdout
-    assert not found.strip(), f"left running: {found}"
+    left = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+            if str(state) in " ".join(proc_cmdline(pid))]
+    assert not left, f"left running: {left}"
