@@ -2,7 +2,8 @@
 machine, scraped by Prometheus 2 (classic histograms) and 3.5 (native histograms).
 
     .venv/bin/python benchmarks/scale_sim.py --osds 1000 [--osds-per-host 50]
-        [--variants 2-classic,3-native] [--scrape-interval 15] [--steps 10 --step-seconds 30]
+        [--variants 2-classic,3-classic,3-native] [--scrape-interval 15] [--steps 10]
+        [--step-seconds 60]
         [--release 20.2.4] [--json results.json]
 
 The cluster: N hosts, each a network namespace of the multi-host dev cluster's kind
@@ -375,9 +376,10 @@ def measure_variant(name: str, cluster: SimCluster, args: argparse.Namespace,
         cpu = {s: (sum(map(cpu_seconds, p)) - cpu_before[s]) / elapsed for s, p in workers.items()}
         out["cpu_cores"] = {"prometheus": (cpu_seconds(pid) - prom_cpu_before) / elapsed, **cpu}
         if pid_alive(pid):
-            out.update(collect(api, stack, cluster, run, args, sampler, pid))
+            out.update(collect(api, stack, run, args))
         else:  # killed for memory: what the sampler saw last
             out["head_series"] = sampler.head_series
+        out["rss_bytes"] = {s: sum(map(rss_bytes, p)) for s, p in workers.items()}
         out["prometheus_rss_end_bytes"] = rss_bytes(pid)
         out["prometheus_rss_peak_bytes"] = max(sampler.peak_rss, rss_bytes(pid, "VmHWM"))
         out["min_available_bytes"] = sampler.min_available_seen
@@ -389,8 +391,8 @@ def measure_variant(name: str, cluster: SimCluster, args: argparse.Namespace,
     return out
 
 
-def collect(api: PrometheusAPI, stack: Stack, cluster: SimCluster, run: RunWindows,
-            args: argparse.Namespace, sampler: Sampler, pid: int) -> dict[str, Any]:
+def collect(api: PrometheusAPI, stack: Stack, run: RunWindows,
+            args: argparse.Namespace) -> dict[str, Any]:
     at = time.time()
     span = f"{max(args.scrape_interval * 2, round(at - run.start))}s"
     exporter = f'job="{EXPORTER_JOB}"'
@@ -467,7 +469,8 @@ def summary_lines(result: dict[str, Any]) -> Iterator[str]:
     yield (f"head series {result.get('head_series') or 0:,.0f}  samples/s "
            f"{result.get('samples_per_second', 0):,.0f} {result.get('samples_per_second_by_type')}")
     yield (f"Prometheus RSS peak {_mib(result.get('prometheus_rss_peak_bytes'))}, end "
-           f"{_mib(result.get('prometheus_rss_end_bytes'))}; CPU cores {result.get('cpu_cores')}")
+           f"{_mib(result.get('prometheus_rss_end_bytes'))}; CPU cores {result.get('cpu_cores')}; "
+           f"RSS of the hosts' processes { {k: _mib(v) for k, v in result.get('rss_bytes', {}).items()} }")
     yield (f"exporter scrape s: median {scrape.get('median')}, p99 {scrape.get('p99')}, max "
            f"{scrape.get('max')} over {scrape.get('scrapes')} scrapes; samples/scrape "
            f"{result.get('exporter_samples_per_scrape')}; failed scrapes "
@@ -499,7 +502,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="Ceph version whose captures the OSDs replay")
     parser.add_argument("--scrape-interval", type=int, default=15)
     parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--step-seconds", type=float, default=30.0)
+    parser.add_argument("--step-seconds", type=float, default=60.0,
+                        help="the run (every step) is the dashboards' time range")
     parser.add_argument("--warmup-scrapes", type=int, default=4)
     parser.add_argument("--no-node-exporter", dest="node_exporters", action="store_false")
     parser.add_argument("--exporter-arg", action="append", default=[], metavar="FLAG",
