@@ -21,7 +21,9 @@ metrics and this machine's /proc: head series, samples ingested per second, Prom
 evaluation times, the wall time of every dashboard panel's query over the whole run (template
 variables as Grafana resolves them, Grafana's intervals for a 1000-point panel), and of the
 report's queries for each step (runner/system_metrics.pull_step_window), plus the CPU the
-exporters and the replaying sockets took. Everything it started is stopped, and every
+exporters and the replaying sockets took. Variant `3-native-remote-write` makes that
+Prometheus an edge remote-writing to a central store (docs/scale.md), and times the dashboard
+and report queries there, as users would read them. Everything it started is stopped, and every
 namespace, bridge and veth removed, also on Ctrl-C.
 
 A variant stops early, and says why, when the machine's available memory falls below
@@ -70,8 +72,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 REPLAY = REPO_ROOT / "benchmarks" / "replay_osds.py"
 DEFAULT_RELEASE = "20.2.4"
 MAX_HOSTS = 89  # deploy/hosts.py: .11 - .99 of the public /24
-# variant -> (Prometheus major, native histograms)
-VARIANTS = {"2-classic": ("2", False), "3-classic": ("3", False), "3-native": ("3", True)}
+# variant -> (Prometheus major, native histograms, the scraping Prometheus is an edge that
+# remote-writes to a central store, which the dashboards and the report then read)
+VARIANTS = {"2-classic": ("2", False, False), "3-classic": ("3", False, False),
+            "3-native": ("3", True, False), "3-native-remote-write": ("3", True, True)}
+CENTRAL_PORT_OFFSET = 100  # the central store's stack: --port-base + 100
 GIB = 1024**3
 
 
@@ -338,10 +343,15 @@ def run_steps(metrics: PhaseMetrics, steps: list[Step], step_seconds: float,
 
 def measure_variant(name: str, cluster: SimCluster, args: argparse.Namespace,
                     port_base: int) -> dict[str, Any]:
-    release, native = VARIANTS[name]
+    release, native, forwarded = VARIANTS[name]
+    central = Stack(args.state_dir / f"central-{name}", port_base=port_base + CENTRAL_PORT_OFFSET,
+                    prometheus_release=release, native_histograms=native,
+                    remote_write_receiver=True, scrape_interval_seconds=args.scrape_interval,
+                    log=log) if forwarded else None
     stack = Stack(args.state_dir / f"prometheus-{name}", port_base=port_base,
                   targets_dir=cluster.targets_dir, prometheus_release=release,
                   native_histograms=native, scrape_interval_seconds=args.scrape_interval,
+                  remote_write_url=f"{central.prometheus_url}/api/v1/write" if central else None,
                   log=log)
     steps = sim_steps(args.steps)
     metrics = PhaseMetrics(f"scale-{name}-{int(time.time())}", "scale-sim",
@@ -352,6 +362,10 @@ def measure_variant(name: str, cluster: SimCluster, args: argparse.Namespace,
                            "load_before": load_average()}
     server.start()
     try:
+        if central is not None:
+            central.purge()
+            log(f"{name}: central store up on :{central.port_base}")
+            central.up(timeout=180)
         stack.purge()
         log(f"{name}: stack up (Prometheus {release}, "
             f"{'native' if native else 'classic'} histograms) on :{port_base}")
@@ -366,6 +380,8 @@ def measure_variant(name: str, cluster: SimCluster, args: argparse.Namespace,
         workers = {s: cluster.pids(s) for s in ("exporter", "replay", "node_exporter")}
         cpu_before = {s: sum(map(cpu_seconds, p)) for s, p in workers.items()}
         prom_cpu_before = cpu_seconds(pid)
+        central_pid = central.running()["prometheus"] if central is not None else None
+        central_cpu_before = cpu_seconds(central_pid) if central_pid else 0.0
         with Sampler(pid, int(args.min_available_gib * GIB), api) as sampler:
             time.sleep(args.warmup_scrapes * args.scrape_interval)
             log(f"{name}: run of {len(steps)} steps x {args.step_seconds:g} s")
@@ -376,9 +392,21 @@ def measure_variant(name: str, cluster: SimCluster, args: argparse.Namespace,
         cpu = {s: (sum(map(cpu_seconds, p)) - cpu_before[s]) / elapsed for s, p in workers.items()}
         out["cpu_cores"] = {"prometheus": (cpu_seconds(pid) - prom_cpu_before) / elapsed, **cpu}
         if pid_alive(pid):
-            out.update(collect(api, stack, run, args))
+            out.update(prometheus_figures(api, run, args))
+            if central is None:
+                out.update(query_latencies(api, run, args))
         else:  # killed for memory: what the sampler saw last
             out["head_series"] = sampler.head_series
+        if central is not None and central_pid is not None:
+            time.sleep(10)  # the last remote-write batches
+            central_api = PrometheusAPI(central.prometheus_url, timeout_seconds=120)
+            out["central"] = {
+                **prometheus_figures(central_api, run, args),
+                "cpu_cores": (cpu_seconds(central_pid) - central_cpu_before) / elapsed,
+                "rss_peak_bytes": rss_bytes(central_pid, "VmHWM"),
+                "rss_end_bytes": rss_bytes(central_pid)}
+            # what the dashboards and the report read: the central store
+            out.update(query_latencies(central_api, run, args))
         out["rss_bytes"] = {s: sum(map(rss_bytes, p)) for s, p in workers.items()}
         out["prometheus_rss_end_bytes"] = rss_bytes(pid)
         out["prometheus_rss_peak_bytes"] = max(sampler.peak_rss, rss_bytes(pid, "VmHWM"))
@@ -388,11 +416,14 @@ def measure_variant(name: str, cluster: SimCluster, args: argparse.Namespace,
     finally:
         server.stop()
         stack.purge()
+        if central is not None:
+            central.purge()
     return out
 
 
-def collect(api: PrometheusAPI, stack: Stack, run: RunWindows,
-            args: argparse.Namespace) -> dict[str, Any]:
+def prometheus_figures(api: PrometheusAPI, run: RunWindows,
+                       args: argparse.Namespace) -> dict[str, Any]:
+    """What one Prometheus holds and spends, from its own metrics over the run."""
     at = time.time()
     span = f"{max(args.scrape_interval * 2, round(at - run.start))}s"
     exporter = f'job="{EXPORTER_JOB}"'
@@ -418,11 +449,17 @@ def collect(api: PrometheusAPI, stack: Stack, run: RunWindows,
     }
     out["rule_group_seconds"] = {Path(k.split(";")[0]).name + ";" + k.split(";")[-1]: v
                                  for k, v in out["rule_group_seconds"].items()}
-    out["dashboard_queries"] = dashboard_query_times(api, run, args.scrape_interval)
+    return out
+
+
+def query_latencies(api: PrometheusAPI, run: RunWindows,
+                    args: argparse.Namespace) -> dict[str, Any]:
+    """Wall time of every dashboard query over the run and of the report's queries per step."""
+    out: dict[str, Any] = {"dashboard_queries": dashboard_query_times(api, run, args.scrape_interval)}
     report: list[float] = []
     for _step, start, end in run.steps:
         seconds, _pulled = timed(lambda s=start, e=end: pull_step_window(
-            stack.prometheus_url, s, e, timeout_seconds=120, scrape_interval=args.scrape_interval))
+            api.url, s, e, timeout_seconds=120, scrape_interval=args.scrape_interval))
         report.append(seconds)
     out["report_queries_seconds"] = {"steps": len(report), "total": sum(report),
                                      "max_step": max(report) if report else None}
@@ -484,6 +521,13 @@ def summary_lines(result: dict[str, Any]) -> Iterator[str]:
         for q in sorted(queries, key=lambda q: -q["seconds"] if not math.isnan(q["seconds"]) else 0)[:5]:
             yield f"   {q['seconds']:.3f} s  {q['series']:>6} series  {q['query']}"
     yield f"report queries: {result.get('report_queries_seconds')}"
+    central = result.get("central")
+    if central:
+        yield (f"central store (the queries above ran there): head series "
+               f"{central.get('head_series') or 0:,.0f}, samples/s "
+               f"{central.get('samples_per_second', 0):,.0f}, RSS peak "
+               f"{_mib(central.get('rss_peak_bytes'))}, CPU cores {central.get('cpu_cores'):.2f}, "
+               f"rule groups (max s) {central.get('rule_group_seconds')}")
     yield (f"load average {result.get('load_before')} before, max {result.get('max_load')}; "
            f"least memory available {_mib(result.get('min_available_bytes'))}")
 
