@@ -182,7 +182,11 @@ class Stack:
                 raise StackError(str(exc)) from None
         saved = self.state_dir / "stack.json"
         if saved.exists():
-            self.port_base = json.loads(saved.read_text())["port_base"]
+            settings = json.loads(saved.read_text())
+            self.port_base = settings["port_base"]
+            # what runs there: `status` and `down` of a central store name its two daemons
+            if self.remote_write_url is None and settings.get("remote_write_receiver"):
+                self.remote_write_receiver = True
 
     # ---- addresses -------------------------------------------------------------------------
 
@@ -406,7 +410,8 @@ class Stack:
         ]
         if busy:
             raise StackError(f"ports in use on 127.0.0.1: {', '.join(busy)}; pick another --port-base")
-        if self.with_exporter and self.asok_dir and not self.asok_dir.is_dir():
+        runs_exporter = any(c.name == "exporter" for c in self._components())
+        if runs_exporter and self.asok_dir and not self.asok_dir.is_dir():
             raise StackError(f"admin socket dir {self.asok_dir} does not exist (is the cluster up?)")
 
     def up(self, timeout: float = 60) -> float:
@@ -414,7 +419,8 @@ class Stack:
         self._preflight()
         for sub in ("run", "log", "prometheus-data", "alertmanager-data", "textfile"):
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
-        (self.state_dir / "stack.json").write_text(json.dumps({"port_base": self.port_base}) + "\n")
+        (self.state_dir / "stack.json").write_text(json.dumps(
+            {"port_base": self.port_base, "remote_write_receiver": self.remote_write_receiver}) + "\n")
         # Private: prometheus.yml holds the exporter scrape's inline basic_auth password when
         # the scrape file gives one (password_file stays a path), alertmanager.yml may hold a
         # webhook URL with a token; the stack's daemons run as this user.

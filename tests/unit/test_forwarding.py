@@ -180,3 +180,15 @@ def test_a_stack_forwards_or_receives_and_forwards_to_a_url(tmp_path: Path) -> N
     for bad in ("127.0.0.1:9090", "ftp://host/write", "http://"):
         with pytest.raises(StackError, match="an http"):
             Stack(tmp_path, remote_write_url=bad)
+
+
+def test_status_and_down_of_a_central_store_know_its_two_daemons(tmp_path: Path) -> None:
+    """`cephscope stack status|down` build the stack from the state dir alone: the central
+    store's role is saved with its port base."""
+    central = Stack(tmp_path / "central", port_base=23100, remote_write_receiver=True)
+    central.state_dir.mkdir()
+    (central.state_dir / "stack.json").write_text(
+        '{"port_base": 23100, "remote_write_receiver": true}\n')
+    again = Stack(tmp_path / "central", port_base=18000)
+    assert again.port_base == 23100 and again.remote_write_receiver
+    assert [c.name for c in again._components()] == ["prometheus", "alertmanager"]
