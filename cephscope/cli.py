@@ -23,7 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "recommend": ("cephscope.runner.search.recommend_cli",
                   "the configuration to use, with its confidence"),
     "compare": ("cephscope.runner.compare_cli",
-                "compare two runs step by step (Welch's t-test over iterations)"),
+                "compare up to six runs step by step against the first (Welch's t-test)"),
     "dashboards": ("cephscope.dashboards.build", "build the Grafana dashboards JSON and the rule files"),
 }
 

@@ -61,6 +61,25 @@ NIC_RECEIVE_BYTES = "node_network_receive_bytes_total"
 NIC_TRANSMIT_BYTES = "node_network_transmit_bytes_total"
 OSD_OPS = "ceph_osd_op"
 OSD_THREAD_CPU_SECONDS = "cephscope_osd_thread_cpu_seconds_total"
+# CephFS: an MDS's client requests and its reply latency (ceph-exporter's names, ceph_daemon).
+MDS_REQUESTS = "ceph_mds_server_handle_client_request"
+MDS_REPLY_LATENCY = "ceph_mds_reply_latency"  # _sum / _count
+# RGW: a gateway's requests (ceph-exporter's names, labelled instance_id). GET and PUT are
+# counted in `rgw` up to Reef (latency to the first byte) and in Tentacle's `rgw_op` (latency
+# of the whole operation), which replaced them: each figure takes whichever the gateway has.
+RGW_REQUESTS = "ceph_rgw_req"
+RGW_FAILED_REQUESTS = "ceph_rgw_failed_req"
+RGW_OPERATIONS = ("get", "put")
+
+
+def rgw_op_counters(op: str) -> tuple[tuple[str, str, str], ...]:
+    """(ops, bytes, latency pair without _sum/_count) of a GET or PUT: the `rgw` counters of
+    Pacific and Reef first, then Tentacle's `rgw_op` ones."""
+    if op not in RGW_OPERATIONS:
+        raise ValueError(f"RGW operation {op!r}: not one of {RGW_OPERATIONS}")
+    return ((f"ceph_rgw_{op}", f"ceph_rgw_{op}_b", f"ceph_rgw_{op}_initial_lat"),
+            (f"ceph_rgw_op_{op}_obj_ops", f"ceph_rgw_op_{op}_obj_bytes",
+             f"ceph_rgw_op_{op}_obj_lat"))
 
 
 # The exporter's classic histograms whose figures the report, rules and dashboards share.
@@ -228,6 +247,49 @@ class Figures:
         storage), per `by` group (() : all OSDs and op kinds together)."""
         return histogram_quantile(quantile, OSD_OP_LATENCY_HISTOGRAM, by, self.window,
                                   *self.exporter, *matchers)
+
+    def average_seconds(self, pair: str, by: Iterable[str] = (), *matchers: str) -> str:
+        """Average of a Ceph long-running average (its _sum / _count pair) over the window,
+        summed by `by`; no sample where nothing completed (never NaN)."""
+        by = tuple(by)
+        return (f"{_agg('sum', by, self.exporter_rate(pair + '_sum', *matchers))}"
+                f" / ({_agg('sum', by, self.exporter_rate(pair + '_count', *matchers))} > 0)")
+
+    # ---- CephFS (MDS) and RGW (cephscope-exporter)
+
+    def mds_request_rate(self, by: Iterable[str] = (), *matchers: str) -> str:
+        """Client requests per second the MDSs received, summed by `by`."""
+        return _agg("sum", tuple(by), self.exporter_rate(MDS_REQUESTS, *matchers))
+
+    def mds_reply_latency_seconds(self, by: Iterable[str] = (), *matchers: str) -> str:
+        """Average MDS reply latency (request received to reply sent), by `by`."""
+        return self.average_seconds(MDS_REPLY_LATENCY, by, *matchers)
+
+    def rgw_op_rate(self, op: str, by: Iterable[str] = (), *matchers: str) -> str:
+        """GET or PUT operations per second of the gateways, summed by `by`."""
+        by = tuple(by)
+        return " or ".join(f"({_agg('sum', by, self.exporter_rate(ops, *matchers))})"
+                           for ops, _, _ in rgw_op_counters(op))
+
+    def rgw_bytes_rate(self, op: str, by: Iterable[str] = (), *matchers: str) -> str:
+        """Bytes per second the gateways sent (GET) or received (PUT), summed by `by`."""
+        by = tuple(by)
+        return " or ".join(f"({_agg('sum', by, self.exporter_rate(nbytes, *matchers))})"
+                           for _, nbytes, _ in rgw_op_counters(op))
+
+    def rgw_request_rate(self, by: Iterable[str] = (), *matchers: str) -> str:
+        """Requests per second the gateways served (every API and op), summed by `by`."""
+        return _agg("sum", tuple(by), self.exporter_rate(RGW_REQUESTS, *matchers))
+
+    def rgw_failed_request_rate(self, by: Iterable[str] = (), *matchers: str) -> str:
+        """Requests per second the gateways aborted, summed by `by`."""
+        return _agg("sum", tuple(by), self.exporter_rate(RGW_FAILED_REQUESTS, *matchers))
+
+    def rgw_latency_seconds(self, op: str, by: Iterable[str] = (), *matchers: str) -> str:
+        """Average GET or PUT latency of the gateways, by `by`: to the first byte up to Reef,
+        of the whole operation on Tentacle."""
+        return " or ".join(f"({self.average_seconds(pair, by, *matchers)})"
+                           for _, _, pair in rgw_op_counters(op))
 
     def osd_thread_cpu_cores(self, by: Iterable[str] = (), *matchers: str) -> str:
         """CPU seconds per second of the OSDs' threads, summed by `by` (thread_group, ...)."""

@@ -43,6 +43,14 @@ FORWARDED_SERIES: tuple[str, ...] = (
     "ceph_bluefs_bytes_written_(sst|wal)",
     "ceph_bluestore_(commit_lat|kv_flush_lat|kv_sync_lat|state_aio_wait_lat)_(sum|count)",
     "ceph_bluestore_onode_(hits|misses)",
+    # CephFS (MDS) and RGW panels and per-step figures (a handful of daemons, not per OSD)
+    "ceph_mds_(caps|inodes|inodes_with_caps|log_evadd|server_handle_client_request"
+    "|sessions_session_count)",
+    "ceph_mds_reply_latency_(sum|count)",
+    "ceph_rgw_(req|failed_req|get|get_b|put|put_b|qlen|qactive)",
+    "ceph_rgw_(get|put)_initial_lat_(sum|count)",
+    "ceph_rgw_op_(get|put)_obj_(ops|bytes|lat_sum|lat_count)",
+    "cephscope_rgw_instance_info",
     # the exporter's own: health, topology, histograms (classic series or native), queues, CPU
     "cephscope_daemon_up",
     "cephscope_scrape_collector_success",

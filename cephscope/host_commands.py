@@ -36,6 +36,7 @@ COMMANDS: tuple[HostCommand, ...] = (
     HostCommand("ceph-osd", "ceph-osd", "dev cluster OSDs"),
     HostCommand("ceph-mds", "ceph-mds", "dev cluster MDS (CephFS targets)"),
     HostCommand("radosgw", "radosgw", "dev cluster RADOS gateway (S3/Swift targets)"),
+    HostCommand("radosgw-admin", "ceph-common", "dev cluster gateway user and keys"),
     HostCommand("ceph-fuse", "ceph-fuse", "CephFS FUSE client endpoints"),
     HostCommand("rbd-fuse", "rbd-fuse", "RBD FUSE client endpoints"),
     HostCommand("ceph", "ceph-common", "ceph CLI (dev cluster, runner, environment)"),
@@ -84,6 +85,12 @@ COMMANDS: tuple[HostCommand, ...] = (
     HostCommand("env", "coreutils", "remote environment"),
     HostCommand("true", "coreutils", "reachability check"),
     HostCommand("grep", "grep", "device queue settings"),
+    HostCommand("mkdir", "coreutils", "client endpoints' mountpoints and log dirs"),
+    HostCommand("rmdir", "coreutils", "client endpoints' mountpoints"),
+    HostCommand("rm", "coreutils", "client endpoints' files and log dirs"),
+    HostCommand("test", "coreutils", "client endpoints' files and kernel modules"),
+    HostCommand("ls", "coreutils", "rbd-tcmu block device lookup"),
+    HostCommand("mountpoint", "util-linux", "client endpoints' mounts"),
     HostCommand("sh", "dash", "tests' fake tools"),
     # the machine's toolchain: builds compose-config (install.sh says so when it is missing)
     HostCommand("go", None, "builds deploy/compose-config and deploy/kubeconform (Go >= 1.24)"),
@@ -92,6 +99,22 @@ COMMANDS: tuple[HostCommand, ...] = (
     HostCommand("kubeconform", None, "validates the Rook manifests (deploy/rook)"),
     # from PyPI into the venv (the dev extra)
     HostCommand("podman-compose", None, "docker-compose.yml run in the tests"),
+    # kernel client endpoint drivers: their modules are absent here (refused before a run)
+    HostCommand("mount", "mount", "rbd-kernel/rbd-nbd/rbd-tcmu XFS and cephfs-kernel mounts",
+                needed_here=False),
+    HostCommand("mkfs.xfs", None, "XFS on kernel-mapped RBD images (Debian: xfsprogs)",
+                needed_here=False),
+    HostCommand("rbd-nbd", None, "rbd-nbd client endpoints (Debian: rbd-nbd)",
+                needed_here=False),
+    HostCommand("targetcli", None, "rbd-tcmu client endpoints (Debian: targetcli-fb)",
+                needed_here=False),
+    # from PyPI into the venv (the runner extra)
+    HostCommand("swift-bench", None, "swiftbench benchmark (the RADOS Gateway's Swift API)"),
+    # S3/Swift load generators of CBT that no registry here serves: run where a user has them
+    HostCommand("hsbench", None, "hsbench benchmark (github.com/markhpc/hsbench)",
+                needed_here=False),
+    HostCommand("getput", None, "getput benchmark (github.com/markseger/getput, Python 2)",
+                needed_here=False),
     # restart methods that run on a user's cluster, never here
     HostCommand("systemctl", None, "restart methods systemd and cephadm-systemd", needed_here=False),
 )

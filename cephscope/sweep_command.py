@@ -3,18 +3,22 @@
 This module is where the dev cluster (deploy) and the runner meet; neither imports the other.
 With `--devcluster STATE_DIR` it builds the runner's `CephTarget` from the dev cluster: its
 conf and admin keyring, its admin sockets, its own OSD restart, the client tools of its
-release, and (`devcluster: {release: [...]}`) its rebuild on another release.
+release, its RADOS gateway and test user's keys (`devcluster up --rgw`), and
+(`devcluster: {release: [...]}`) its rebuild on another release.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from cephscope.runner import sweep_cli
 from cephscope.runner.cephclient import CephTarget
 from cephscope.runner.restart import FunctionRestart
+from cephscope.runner.rgw_endpoint import RgwEndpoint, endpoint
 
 add_arguments = sweep_cli.add_arguments
 
@@ -40,7 +44,18 @@ def devcluster_target(state_dir: Path) -> CephTarget:
         # A release other than this machine's runs its clients from its root filesystem too.
         tool_prefix=tuple(cluster.admin_command([])),
         releases=DevClusterReleases(state_dir),
+        rgw=devcluster_rgw(cluster),
     )
+
+
+def devcluster_rgw(cluster: Any) -> RgwEndpoint | None:
+    """The dev cluster's gateway and its user's keys (its rgw.json), None without --rgw."""
+    if not cluster.rgw:
+        return None
+    access = cluster.rgw_access()
+    return endpoint("--devcluster", s3_url=access.endpoint, access_key=access.access_key,
+                    secret_key=access.secret_key, swift_auth_url=access.swift_auth_url,
+                    swift_user=access.swift_user, swift_key=access.swift_key)
 
 
 class DevClusterReleases:
@@ -92,11 +107,18 @@ class DevClusterReleases:
             new = DevCluster(self.state_dir, port_base=state.port_base, num_osds=state.num_osds,
                              osd_size_gib=state.osd_size_gib, backing=state.backing,
                              device_class=state.device_class, hosts=state.hosts,
-                             clients=state.clients, release=release)
+                             clients=state.clients, release=release, mds=state.mds,
+                             rgw=state.rgw)
             new.up()
         return devcluster_target(self.state_dir), rebuild
 
 
 def run(args: argparse.Namespace) -> int:
-    target = devcluster_target(args.devcluster) if args.devcluster is not None else None
+    from cephscope.deploy.cluster_layout import DevClusterError
+
+    try:
+        target = devcluster_target(args.devcluster) if args.devcluster is not None else None
+    except DevClusterError as exc:  # e.g. its rgw.json gone: said, nothing changed
+        print(f"cephscope sweep: --devcluster {args.devcluster}: {exc}", file=sys.stderr)
+        return 2
     return sweep_cli.run(args, target=target)

@@ -56,6 +56,9 @@ def sel(*matchers: str) -> str:
 
 # Selectors of the template variables, used by every OSD-side query.
 OSD_SEL = 'job=~"$job", instance=~"$instance", ceph_daemon=~"$ceph_daemon"'
+# ... by the CephFS and RGW panels: MDSs by ceph_daemon, gateways by ceph-exporter's instance_id.
+MDS_SEL = 'job=~"$job", instance=~"$instance", ceph_daemon=~"$mds"'
+RGW_SEL = 'job=~"$job", instance=~"$instance", instance_id=~"$rgw"'
 RUN_SEL = 'run=~"$run"'
 
 
@@ -237,6 +240,22 @@ def exporter_variables(cfg: MixinConfig) -> list[Any]:
             "OSD",
             'label_values(cephscope_daemon_up{job=~"$job", instance=~"$instance", '
             'ceph_daemon=~"osd.*"}, ceph_daemon)',
+        ),
+    ]
+
+
+def service_variables() -> list[Any]:
+    """$mds (MDS daemons) and $rgw (gateways' instance_id), after exporter_variables."""
+    return [
+        query_variable(
+            "mds", "MDS",
+            'label_values(cephscope_daemon_up{job=~"$job", instance=~"$instance", '
+            'ceph_daemon=~"mds.*"}, ceph_daemon)',
+        ),
+        query_variable(
+            "rgw", "RGW instance",
+            'label_values(cephscope_rgw_instance_info{job=~"$job", instance=~"$instance"}, '
+            "instance_id)",
         ),
     ]
 

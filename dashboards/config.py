@@ -52,6 +52,13 @@ class MixinConfig:
     baseline_lookback: str = "7d"
     # IOPS regression: the step's IOPS below this fraction of the baseline's.
     iops_regression_ratio: float = 0.5
+    # CephFS and RGW latency regressions, as the OSD one: the step's MDS reply latency, and its
+    # gateway GET and PUT latency, against the baseline run's at the same step id (both from
+    # their per-step recordings). The OSD figure's 2x, for the same reason (re-runs on a busy
+    # 2-core box). A gateway times requests with a coarse clock (4 ms ticks here, every
+    # release): averages over a few fast requests are coarse.
+    mds_latency_regression_ratio: float = 2.0
+    rgw_latency_regression_ratio: float = 2.0
 
     # Ops in flight longer than osd_op_complaint_time (Ceph's "slow ops").
     blocked_ops_for: str = "1m"

@@ -13,9 +13,12 @@ from typing import Any
 
 from grafana_foundation_sdk.builders import dashboard as gdash
 
+from cephscope import figures as fig
 from cephscope.dashboards import rule_names as names
 from cephscope.dashboards.common import (
+    MDS_SEL,
     OSD_SEL,
+    RGW_SEL,
     RUN_SEL,
     SCHEMA_TAG,
     Query,
@@ -27,6 +30,7 @@ from cephscope.dashboards.common import (
     query_variable,
     run_variable,
     sel,
+    service_variables,
     state_timeline,
     step_annotations,
     table,
@@ -143,6 +147,133 @@ def _osd_quantile(quantile: float, by: str) -> Query:
     )
 
 
+def _cephfs_rgw_rows(dashboard: gdash.Dashboard, cfg: MixinConfig) -> gdash.Dashboard:
+    """CephFS (the MDSs of $mds) and RGW (the gateways of $rgw): requests, latency and what
+    they hold, from the exporter's ceph-exporter-named counters."""
+    mds = Figures((cfg.node_job_selector,), (MDS_SEL,), DASHBOARD_RATE_WINDOW)
+    rgw = Figures((cfg.node_job_selector,), (RGW_SEL,), DASHBOARD_RATE_WINDOW)
+    by_mds, by_gateway = ("ceph_daemon",), ("instance_id",)
+    return (
+        dashboard.with_row(gdash.Row("CephFS (MDS)"))
+        .with_panel(
+            timeseries(
+                "MDS client requests",
+                [
+                    Query(mds.mds_request_rate(by_mds), "received {{ceph_daemon}}"),
+                    Query(f"sum by (ceph_daemon) ({mds.exporter_rate(fig.MDS_REPLY_LATENCY + '_count')})",
+                          "replied {{ceph_daemon}}"),
+                ],
+                "reqps",
+                "Client requests per second each MDS received (mds_server "
+                "handle_client_request) and answered (mds reply_latency count).",
+                width=6,
+            )
+        )
+        .with_panel(
+            timeseries(
+                "MDS reply latency",
+                [Query(mds.mds_reply_latency_seconds(by_mds), "{{ceph_daemon}}")],
+                "s",
+                "Average time from a client request's arrival to the MDS's reply (mds "
+                "reply_latency _sum / _count); the CephFS latency alert's figure.",
+                width=6,
+            )
+        )
+        .with_panel(
+            timeseries(
+                "MDS caps and inodes",
+                [
+                    Query(f"ceph_mds_caps{sel(MDS_SEL)}", "caps {{ceph_daemon}}"),
+                    Query(f"ceph_mds_inodes{sel(MDS_SEL)}", "inodes {{ceph_daemon}}"),
+                    Query(f"ceph_mds_inodes_with_caps{sel(MDS_SEL)}",
+                          "inodes with caps {{ceph_daemon}}"),
+                ],
+                "short",
+                "Capabilities the MDS has handed to clients, and inodes in its cache.",
+                width=6,
+            )
+        )
+        .with_panel(
+            timeseries(
+                "MDS sessions and journal",
+                [
+                    Query(f"ceph_mds_sessions_session_count{sel(MDS_SEL)}",
+                          "client sessions {{ceph_daemon}}"),
+                    Query(f"sum by (ceph_daemon) (rate(ceph_mds_log_evadd{sel(MDS_SEL)}"
+                          "[$__rate_interval]))", "journal events/s {{ceph_daemon}}"),
+                ],
+                "short",
+                "Client sessions open on each MDS, and events it adds to its journal per "
+                "second (metadata updates: creates, renames, unlinks, ...).",
+                width=6,
+            )
+        )
+        .with_row(gdash.Row("RGW (gateways)"))
+        .with_panel(
+            timeseries(
+                "Gateway requests",
+                [
+                    Query(f"sum by (instance_id) (rate({fig.RGW_REQUESTS}{sel(RGW_SEL)}"
+                          "[$__rate_interval]))", "requests {{instance_id}}"),
+                    Query(f"sum by (instance_id) (rate({fig.RGW_FAILED_REQUESTS}{sel(RGW_SEL)}"
+                          "[$__rate_interval]))", "failed {{instance_id}}"),
+                ],
+                "reqps",
+                "Requests per second each gateway handled (S3, Swift and admin alike), and "
+                "those that failed (an error answer: denied, missing bucket or key, ...).",
+                width=8,
+            )
+        )
+        .with_panel(
+            timeseries(
+                "GET / PUT rate",
+                [Query(rgw.rgw_op_rate(op, by_gateway), f"{op.upper()} {{{{instance_id}}}}")
+                 for op in fig.RGW_OPERATIONS],
+                "ops",
+                "Object GETs and PUTs per second (rgw get/put up to Reef; rgw_op "
+                "get_obj_ops/put_obj_ops on Tentacle).",
+                width=8,
+            )
+        )
+        .with_panel(
+            timeseries(
+                "GET / PUT bandwidth",
+                [Query(rgw.rgw_bytes_rate(op, by_gateway), f"{op.upper()} {{{{instance_id}}}}")
+                 for op in fig.RGW_OPERATIONS],
+                "Bps",
+                "Object bytes sent by GETs and received by PUTs per second.",
+                width=8,
+            )
+        )
+        .with_panel(
+            timeseries(
+                "GET / PUT latency",
+                [Query(rgw.rgw_latency_seconds(op, by_gateway), f"{op.upper()} {{{{instance_id}}}}")
+                 for op in fig.RGW_OPERATIONS],
+                "s",
+                "Average latency to the first byte (get/put_initial_lat, up to Reef) or of the "
+                "whole operation (rgw_op get/put_obj_lat, Tentacle); the RGW latency alert's "
+                "figure. Gateways time requests with a coarse clock (4 ms ticks here).",
+                width=12,
+            )
+        )
+        .with_panel(
+            timeseries(
+                "Gateway queue",
+                [
+                    Query(f"ceph_rgw_qlen{sel(RGW_SEL)}", "queued {{instance_id}}"),
+                    Query(f"ceph_rgw_qactive{sel(RGW_SEL)}", "active {{instance_id}}"),
+                ],
+                "short",
+                "Requests waiting in the gateway's queue and requests being served at the "
+                "snapshot: active near rgw_thread_pool_size (or the beast frontend's limit) "
+                "with a growing queue means the gateway, not RADOS, is the bottleneck.",
+                width=12,
+            )
+        )
+    )
+
+
 def sweep_overview(cfg: MixinConfig) -> dict[str, Any]:
     client = sel(RUN_SEL)
     figures = _figures(cfg)
@@ -152,7 +283,8 @@ def sweep_overview(cfg: MixinConfig) -> dict[str, Any]:
         "Sweep steps overlaid on client and OSD performance and CPU.",
         ["sweep"],
     )
-    for variable in [*exporter_variables(cfg), run_variable(), _host_variable(cfg)]:
+    for variable in [*exporter_variables(cfg), *service_variables(), run_variable(),
+                     _host_variable(cfg)]:
         dashboard = dashboard.with_variable(variable)
     for annotation in step_annotations(cfg):
         dashboard = dashboard.annotation(annotation)
@@ -250,6 +382,9 @@ def sweep_overview(cfg: MixinConfig) -> dict[str, Any]:
                 width=8,
             )
         )
+    )
+    dashboard = (
+        _cephfs_rgw_rows(dashboard, cfg)
         .with_row(gdash.Row("CPU"))
         .with_panel(
             timeseries(
@@ -422,8 +557,9 @@ def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
                     )
                 ],
                 "s",
-                "Average time between events of the ops in dump_historic_ops: receive, queue "
-                "(queued_for_pg -> reached_pg), pg, execute, reply, total.",
+                "Average time between events of the ops in dump_historic_ops: queue "
+                "(queued_for_pg -> reached_pg) and total by default; receive, pg, execute and "
+                "reply with the exporter's --collector.ops.phases=all.",
             )
         )
         .with_panel(
@@ -692,6 +828,33 @@ def sweep_comparison(cfg: MixinConfig) -> dict[str, Any]:
                 ],
                 "Recorded every few seconds while a step runs. Value #A = OSD ops/s, #B = avg "
                 "latency (s), #C = p99 latency (s), #D = OSD CPU (cores); IOPS per core = A / D.",
+                height=9,
+            )
+        )
+        .with_row(gdash.Row("Per step (CephFS and RGW, from per-step recording rules)"))
+        .with_panel(
+            table(
+                "MDS requests and reply latency per step",
+                [
+                    Query(f"avg_over_time({names.STEP_MDS_REQUESTS}{run}[$__range])"),
+                    Query(f"avg_over_time({names.STEP_MDS_REPLY_LATENCY_AVG}{run}[$__range])"),
+                ],
+                "All MDSs while each step ran. Value #A = client requests/s, #B = average "
+                "reply latency (s).",
+                width=12,
+                height=9,
+            )
+        )
+        .with_panel(
+            table(
+                "Gateway GET / PUT rate and latency per step",
+                [
+                    Query(f"avg_over_time({names.STEP_RGW_OPS}{run}[$__range])"),
+                    Query(f"avg_over_time({names.STEP_RGW_LATENCY_AVG}{run}[$__range])"),
+                ],
+                "All gateways while each step ran, one row per step and op (get, put). "
+                "Value #A = ops/s, #B = average latency (s).",
+                width=12,
                 height=9,
             )
         )

@@ -25,6 +25,8 @@ ALERT_NAMES = (
     "CephscopeStepLatencyRegression",
     "CephscopeStepIOPSRegression",
     "CephscopeStepOSDLatencyRegression",
+    "CephscopeStepMDSLatencyRegression",
+    "CephscopeStepRGWLatencyRegression",
     "CephscopeOSDOpsBlocked",
     "CephscopeOSDSlowOps",
     "CephscopeDaemonDown",
@@ -40,6 +42,8 @@ STEP_REGRESSION_ALERTS = (
     "CephscopeStepLatencyRegression",
     "CephscopeStepIOPSRegression",
     "CephscopeStepOSDLatencyRegression",
+    "CephscopeStepMDSLatencyRegression",
+    "CephscopeStepRGWLatencyRegression",
 )
 
 
@@ -73,7 +77,7 @@ def recording_rules(cfg: MixinConfig) -> dict[str, Any]:
                 "expr": figures.osd_op_latency_quantile(quantile, ("job", "instance", "ceph_daemon")),
             }
         )
-    step_rules: list[dict[str, str]] = [
+    step_rules: list[dict[str, Any]] = [
         {
             "record": names.STEP_OSD_OPS,
             "expr": _step_join(f"sum({names.OSD_OP_RATE})"),
@@ -108,6 +112,24 @@ def recording_rules(cfg: MixinConfig) -> dict[str, Any]:
             # all hosts' CPUs together; iowait and steal are not busy (cephscope.figures)
             "expr": _step_join(figures.cpu_busy_ratio(())),
         },
+        {
+            "record": names.STEP_MDS_REQUESTS,
+            "expr": _step_join(figures.mds_request_rate()),
+        },
+        {
+            "record": names.STEP_MDS_REPLY_LATENCY_AVG,
+            "expr": _step_join(figures.mds_reply_latency_seconds()),
+        },
+        *(
+            {"record": names.STEP_RGW_OPS, "expr": _step_join(figures.rgw_op_rate(op)),
+             "labels": {"op": op}}
+            for op in fig.RGW_OPERATIONS
+        ),
+        *(
+            {"record": names.STEP_RGW_LATENCY_AVG,
+             "expr": _step_join(figures.rgw_latency_seconds(op)), "labels": {"op": op}}
+            for op in fig.RGW_OPERATIONS
+        ),
         {
             "record": names.STEP_CLIENT_OPS,
             "expr": (
@@ -261,6 +283,25 @@ def _annotations(cfg: MixinConfig, alert: str, summary: str, description: str) -
     }
 
 
+def _baseline_regression(cfg: MixinConfig, recorded: str, ratio: float,
+                         on: tuple[str, ...] = ("step",)) -> str:
+    """A per-step recording divided by the baseline run's median of the same recording at the
+    same step id (and `on` labels), above `ratio` (CephscopeStepOSDLatencyRegression's shape).
+    A baseline median of 0 (a coarse clock's zero) is not a baseline: no division by it."""
+    by = ", ".join(on)
+    return (
+        f"(\n  {recorded}\n  / on({by}) group_left()\n"
+        f"  (\n    max by ({by}) (\n"
+        "      label_replace(\n"
+        f"        quantile_over_time(0.5, {recorded}[{cfg.baseline_lookback}]),\n"
+        '        "baseline_run", "$1", "run", "(.*)"\n'
+        "      )\n"
+        '      and on(baseline_run, step) cephscope_step_baseline_latency_seconds{stat="avg"}\n'
+        "    ) > 0\n  )\n"
+        f") > {ratio}"
+    )
+
+
 def alert_rules(cfg: MixinConfig) -> dict[str, Any]:
     w = cfg.rate_window
     exporter_up = "up{" + cfg.exporter_job_selector + "}"
@@ -341,6 +382,40 @@ def alert_rules(cfg: MixinConfig) -> dict[str, Any]:
                 "Average OSD op latency during step {{ $labels.step }} (run {{ $labels.run }}) is "
                 "{{ $value | printf \"%.2f\" }}x the baseline run's at the same step id "
                 f"(threshold {cfg.latency_regression_ratio}x).",
+            ),
+        },
+        {
+            "alert": "CephscopeStepMDSLatencyRegression",
+            # CephFS: the MDSs' average reply latency, as the OSD alert above.
+            "expr": _baseline_regression(cfg, names.STEP_MDS_REPLY_LATENCY_AVG,
+                                         cfg.mds_latency_regression_ratio),
+            "for": cfg.latency_regression_for,
+            "labels": {"severity": "warning"},
+            "annotations": _annotations(
+                cfg,
+                "CephscopeStepMDSLatencyRegression",
+                "MDS latency of step {{ $labels.step }} of run {{ $labels.run }} is above its "
+                "baseline",
+                "Average MDS reply latency during step {{ $labels.step }} (run {{ $labels.run }}) "
+                "is {{ $value | printf \"%.2f\" }}x the baseline run's at the same step id "
+                f"(threshold {cfg.mds_latency_regression_ratio}x).",
+            ),
+        },
+        {
+            "alert": "CephscopeStepRGWLatencyRegression",
+            # RGW: the gateways' GET and PUT latency, each against its own baseline (op label).
+            "expr": _baseline_regression(cfg, names.STEP_RGW_LATENCY_AVG,
+                                         cfg.rgw_latency_regression_ratio, on=("step", "op")),
+            "for": cfg.latency_regression_for,
+            "labels": {"severity": "warning"},
+            "annotations": _annotations(
+                cfg,
+                "CephscopeStepRGWLatencyRegression",
+                "RGW {{ $labels.op }} latency of step {{ $labels.step }} of run {{ $labels.run }} "
+                "is above its baseline",
+                "Average gateway {{ $labels.op }} latency during step {{ $labels.step }} (run "
+                "{{ $labels.run }}) is {{ $value | printf \"%.2f\" }}x the baseline run's at the "
+                f"same step id (threshold {cfg.rgw_latency_regression_ratio}x).",
             ),
         },
         {

@@ -18,13 +18,14 @@ from cephscope.deploy.cluster_health import ClusterHealth
 from cephscope.deploy.cluster_layout import (
     MGR_ID,
     MON_ID,
+    RGW_NAME,
     ClusterLayout,
     ClusterState,
     DevClusterError,
     OsdBacking,
 )
 from cephscope.deploy.daemon_supervisor import DaemonPlacement
-from cephscope.deploy.devconf import ConfNetwork, render_conf
+from cephscope.deploy.devconf import ConfGateway, ConfNetwork, render_conf
 from cephscope.deploy.loop_devices import LoopDeviceUser
 
 BENCH_POOL = "cephscope-bench"
@@ -62,32 +63,42 @@ class ClusterBootstrap:
             hosts=layout.num_hosts,
             clients=layout.num_clients,
             release=layout.release.name,
+            mds=layout.mds,
+            rgw=layout.rgw,
         )
         state.save(layout.state_file)
         return state
 
-    def create(self, state: ClusterState) -> None:
-        """conf, mon, mgr, OSDs, pools (the host network, if any, is up already)."""
+    def create(self, state: ClusterState, with_the_mon: Callable[[], None] | None = None) -> None:
+        """conf, mon, mgr, OSDs, pools (the host network, if any, is up already).
+        `with_the_mon`: work that needs only the mon (the services' keys and pools), done while
+        the mgr and the OSDs are made, which leave the mon mostly idle; its failure is raised."""
         t0 = time.monotonic()
         self.write_conf(state.fsid)
         self.bootstrap_mon(state.fsid)
         self._log(f"devcluster: mon up ({time.monotonic() - t0:.1f}s)")
-        self.bootstrap_mgr()
-        self.create_osds(state)
-        self._log(f"devcluster: {self.layout.num_osds} OSDs up on {state.backing} "
-                  f"({time.monotonic() - t0:.1f}s)")
-        self.create_pools()
+        with ThreadPoolExecutor(max_workers=1) as beside:
+            alongside = beside.submit(with_the_mon) if with_the_mon is not None else None
+            self.bootstrap_mgr()
+            self.create_osds(state)
+            self._log(f"devcluster: {self.layout.num_osds} OSDs up on {state.backing} "
+                      f"({time.monotonic() - t0:.1f}s)")
+            self.create_pools()
+            if alongside is not None:
+                alongside.result()
 
     def write_conf(self, fsid: str) -> None:
         layout = self.layout
         network = None
         if layout.host_plan is not None:
-            daemons = [f"mon.{MON_ID}", f"mgr.{MGR_ID}", *(f"osd.{i}" for i in range(layout.num_osds))]
+            daemons = [f"mon.{MON_ID}", f"mgr.{MGR_ID}", *(f"osd.{i}" for i in range(layout.num_osds)),
+                       *layout.service_names()]
             network = ConfNetwork(layout.host_plan.public_subnet, layout.host_plan.cluster_subnet,
                                   {d: layout.asok_dir_of(layout.host_of(d).name) for d in daemons})
+        gateway = ConfGateway(RGW_NAME, f"{layout.rgw_addr}:{layout.rgw_port}") if layout.rgw else None
         layout.conf_path.write_text(render_conf(
             layout.state_dir, fsid, layout.mon_addr, layout.mon_port, layout.msgr_port_range,
-            layout.osd_size_gib, network))
+            layout.osd_size_gib, network, mds=layout.mds, gateway=gateway))
 
     def bootstrap_mon(self, fsid: str) -> None:
         layout = self.layout

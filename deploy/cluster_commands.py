@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cephscope.deploy.cluster_layout import ClusterLayout, DevClusterError
+from cephscope.deploy.mon_batch import MonBatchError, batch_argv, batch_input, read_answers
 from cephscope.deploy.placement import HOST_RELEASE, DevHost, Placement, PlacementError
 
 
@@ -78,3 +79,18 @@ class ClusterCommands:
 
     def ceph(self, *args: str, timeout: float = 60) -> str:
         return self.run(self.ceph_cmd(*args), timeout=timeout).stdout.decode()
+
+    def mon_waves(self, waves: Sequence[Sequence[Mapping[str, Any]]],
+                  timeout: float = 120) -> list[list[Any]]:
+        """Mon commands ({"prefix": …, args}) in waves, every command of a wave in flight at
+        once, from one process of the cluster's release on the admin host
+        (deploy/mon_batch.py); each command's JSON reply, wave by wave."""
+        sent = [[{**command, "format": "json"} for command in wave] for wave in waves if wave]
+        if not sent:
+            return []
+        proc = self.run(batch_argv(str(self.layout.conf_path)), timeout=timeout,
+                        input_bytes=batch_input(sent))
+        try:
+            return read_answers(sent, proc.stdout)
+        except MonBatchError as exc:
+            raise DevClusterError(str(exc)) from exc

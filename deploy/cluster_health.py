@@ -1,11 +1,14 @@
-"""Waiting for a dev cluster: OSDs up in the OSD map, their admin sockets, HEALTH_OK (muting
-the checks a release raises for reasons outside the cluster, see deploy/rootfs.py), and every
-PG active+clean."""
+"""Waiting for a dev cluster: OSDs up in the OSD map, their admin sockets, an MDS active, the
+gateway answering HTTP, HEALTH_OK (muting the checks a release raises for reasons outside the
+cluster, see deploy/rootfs.py), and every PG active+clean."""
 
 from __future__ import annotations
 
 import contextlib
+import http.client
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -49,6 +52,36 @@ class ClusterHealth:
                     raise DevClusterError(f"osd.{osd_id} admin socket did not appear")
                 time.sleep(0.1)
 
+    def wait_mds_active(self, fs_name: str, mds_name: str, timeout: float) -> None:
+        """Until `mds_name` ("a") is up:active for the filesystem `fs_name`."""
+        deadline = time.monotonic() + timeout
+        state = "not in the MDS map"
+        while True:
+            with contextlib.suppress(DevClusterError, TypeError, KeyError, AttributeError):
+                state = mds_state(self.commands.ceph_json("fs", "dump", timeout=20), fs_name, mds_name)
+                if state == "up:active":
+                    return
+            if time.monotonic() > deadline:
+                raise DevClusterError(f"mds.{mds_name} not up:active for {fs_name} after {timeout:.0f}s "
+                                      f"({state}); see {self.layout.log_dir}/ceph-mds.{mds_name}.log")
+            time.sleep(self.poll_seconds)
+
+    def wait_http(self, url: str, what: str, timeout: float) -> None:
+        """Until something answers HTTP at `url` (any status: an answer is all it takes)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5):
+                    return
+            except urllib.error.HTTPError:
+                return
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+                if time.monotonic() > deadline:
+                    raise DevClusterError(f"{what} does not answer at {url} after {timeout:.0f}s "
+                                          f"({getattr(exc, 'reason', exc)}); see {self.layout.log_dir}"
+                                          ) from exc
+            time.sleep(self.poll_seconds)
+
     def muted_health_checks(self) -> tuple[str, ...]:
         """Checks this cluster's release raises for reasons outside the cluster (see rootfs.py)."""
         return self.layout.release_spec_field("muted_health_checks")
@@ -86,3 +119,17 @@ class ClusterHealth:
                                   timeout, transient=(DevClusterError, OSError))
         except PgWaitTimeout as exc:
             raise DevClusterError(str(exc)) from exc
+
+
+def mds_state(fs_dump: Any, fs_name: str, mds_name: str) -> str:
+    """The state ("up:active", "up:replay", …) of MDS `mds_name` in filesystem `fs_name` of
+    `ceph fs dump`'s JSON; a sentence when it holds neither."""
+    for fs in fs_dump.get("filesystems", []):
+        mdsmap = fs.get("mdsmap", {})
+        if mdsmap.get("fs_name") != fs_name:
+            continue
+        for info in mdsmap.get("info", {}).values():
+            if info.get("name") == mds_name:
+                return str(info.get("state"))
+        return f"no rank held by mds.{mds_name}"
+    return f"no filesystem {fs_name}"

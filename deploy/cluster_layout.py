@@ -3,9 +3,11 @@ release, and the record (`state.json`) that `down` and a later `up` read.
 
 Layout of the state dir:
 
-    state.json            ports, fsid, OSD ids, backing of each OSD (what `down` undoes)
+    state.json            ports, fsid, OSD ids, backing of each OSD (what `down` undoes),
+                          whether it has an MDS and a RADOS gateway
     ceph.conf, keyring    cluster conf (client.admin keyring path inside)
-    mon/ mgr/ osd/        daemon data dirs
+    rgw.json              the gateway's endpoint and its user's keys (mode 0600; --rgw only)
+    mon/ mgr/ osd/        daemon data dirs (mds/ and rgw/ with --mds / --rgw)
     blocks/osd.N.img      sparse backing files
     run/                  admin sockets and pid files (run/<host>/ per host when multi-host)
     log/                  daemon logs
@@ -29,6 +31,10 @@ from cephscope.deploy.rootfs import RootfsError, release_for, release_spec
 STATE_FILE = "state.json"
 MON_ID = "a"
 MGR_ID = "x"
+MDS_ID = "a"
+# The gateway is a client of the cluster: its daemon name is client.rgw.<id>, as cephadm's.
+RGW_NAME = "client.rgw.a"
+RGW_FILE = "rgw.json"
 # ms_bind_port_min/max are base + these; the mon sits on the base port itself.
 MSGR_PORT_OFFSET = 10
 MSGR_PORT_SPAN = 90
@@ -62,6 +68,8 @@ class ClusterState:
     release: str = HOST_RELEASE.name
     hosts: int = 1
     clients: int = 0
+    mds: bool = False  # an MDS with the filesystem `cephfs`
+    rgw: bool = False  # a RADOS gateway with a user
 
     @classmethod
     def load(cls, path: Path) -> ClusterState:
@@ -93,6 +101,8 @@ class ClusterLayout:
         host_plan: HostPlan | None = None,
         num_hosts: int = 1,
         num_clients: int = 0,
+        mds: bool = False,
+        rgw: bool = False,
     ) -> None:
         self.state_dir = state_dir
         self.release = release
@@ -103,6 +113,8 @@ class ClusterLayout:
         self.device_class = device_class
         self.num_hosts = num_hosts
         self.num_clients = num_clients
+        self.mds = mds
+        self.rgw = rgw
         self.host_plan = host_plan
         # The admin host runs the client tools; mon and mgr live on hosts[0]. The single-host
         # cluster runs everything on this machine.
@@ -125,21 +137,33 @@ class ClusterLayout:
         public_subnet: str | None = None,
         cluster_subnet: str | None = None,
         release: str | None = None,
+        mds: bool = False,
+        rgw: bool = False,
     ) -> ClusterLayout:
         """The layout these arguments ask for, where the state dir's own record wins over them
-        (a damaged record is reported by the command that needs it; `down` works without it)."""
+        (a damaged record is reported by the command that needs it; `down` works without it).
+        An MDS or gateway is made with a new cluster: one made without is not given one later."""
         state_path = Path(state_dir or default_state_dir()).resolve()
         existing = state_path / STATE_FILE
         if existing.exists():
-            recorded_release: str | None = None
+            recorded: ClusterState | None = None
             with contextlib.suppress(DevClusterError):
-                state = ClusterState.load(existing)
-                port_base = state.port_base
-                num_osds = state.num_osds
-                osd_size_gib = state.osd_size_gib
-                hosts = state.hosts
-                clients = state.clients
-                recorded_release = state.release
+                recorded = ClusterState.load(existing)
+            recorded_release: str | None = None
+            if recorded is not None:
+                port_base = recorded.port_base
+                num_osds = recorded.num_osds
+                osd_size_gib = recorded.osd_size_gib
+                hosts = recorded.hosts
+                clients = recorded.clients
+                recorded_release = recorded.release
+                for service, asked, has in (("an MDS (--mds)", mds, recorded.mds),
+                                            ("a RADOS gateway (--rgw)", rgw, recorded.rgw)):
+                    if asked and not has:
+                        raise DevClusterError(
+                            f"the dev cluster in {state_path} was made without {service}; "
+                            f"purge it and make it again to have one")
+                mds, rgw = recorded.mds, recorded.rgw
             if recorded_release is not None:
                 if release not in (None, recorded_release):
                     raise DevClusterError(
@@ -163,7 +187,7 @@ class ClusterLayout:
                 raise DevClusterError(str(exc)) from exc
         return cls(state_path, resolved_release, port_base=port_base, num_osds=num_osds,
                    osd_size_gib=osd_size_gib, backing=backing, device_class=device_class,
-                   host_plan=host_plan, num_hosts=hosts, num_clients=clients)
+                   host_plan=host_plan, num_hosts=hosts, num_clients=clients, mds=mds, rgw=rgw)
 
     # ---- paths -----------------------------------------------------------------------------
 
@@ -208,6 +232,22 @@ class ClusterLayout:
     def osd_asok(self, osd_id: int) -> Path:
         return self.asok_dir_of(self.host_of(f"osd.{osd_id}").name) / f"ceph-osd.{osd_id}.asok"
 
+    def daemon_asok(self, daemon: str) -> Path:
+        """The admin socket of any daemon ("mds.a", "client.rgw.a"), named as packages do."""
+        return self.asok_dir_of(self.host_of(daemon).name) / f"ceph-{daemon}.asok"
+
+    @property
+    def mds_data(self) -> Path:
+        return self.state_dir / "mds" / f"ceph-{MDS_ID}"
+
+    @property
+    def rgw_data(self) -> Path:
+        return self.state_dir / "rgw" / f"ceph-{RGW_NAME.removeprefix('client.')}"
+
+    @property
+    def rgw_file(self) -> Path:
+        return self.state_dir / RGW_FILE
+
     # ---- hosts and ports -------------------------------------------------------------------
 
     @property
@@ -219,8 +259,8 @@ class ClusterLayout:
         return [h.name for h in self.host_plan.clients] if self.host_plan else []
 
     def host_of(self, daemon: str) -> DevHost:
-        """The host a daemon ("mon.a", "osd.3") runs on: mon and mgr on the first host, OSDs
-        round-robin across hosts."""
+        """The host a daemon ("mon.a", "osd.3") runs on: mon, mgr, MDS and gateway on the
+        first host, OSDs round-robin across hosts."""
         kind, _, ident = daemon.partition(".")
         if kind == "osd":
             return self.hosts[int(ident) % len(self.hosts)]
@@ -236,8 +276,26 @@ class ClusterLayout:
 
     @property
     def msgr_port_range(self) -> tuple[int, int]:
+        """The ports daemons' messengers bind (ms_bind_port_min/max): base+10..base+99, less
+        the last one when the gateway has it."""
         low = self.port_base + MSGR_PORT_OFFSET
-        return low, low + MSGR_PORT_SPAN - 1
+        high = low + MSGR_PORT_SPAN - 1
+        return low, high - 1 if self.rgw else high
+
+    @property
+    def rgw_port(self) -> int:
+        """The gateway's HTTP port: the last of the cluster's range, which messengers (binding
+        from the bottom up) are kept off."""
+        return self.port_base + MSGR_PORT_OFFSET + MSGR_PORT_SPAN - 1
+
+    @property
+    def rgw_addr(self) -> str:
+        return self.host_of(RGW_NAME).public_addr
+
+    def ports(self) -> list[int]:
+        """Every port this cluster's daemons listen on."""
+        low, high = self.msgr_port_range
+        return [self.mon_port, *range(low, high + 1), *([self.rgw_port] if self.rgw else [])]
 
     # ---- the record ------------------------------------------------------------------------
 
@@ -249,12 +307,16 @@ class ClusterLayout:
     def osd_ids(self) -> list[int]:
         return [o.osd_id for o in self.load_state().osds]
 
+    def service_names(self) -> list[str]:
+        """The MDS and the gateway, where this cluster has them, in their start order."""
+        return [*([f"mds.{MDS_ID}"] if self.mds else []), *([RGW_NAME] if self.rgw else [])]
+
     def daemon_names(self) -> list[str]:
-        """mon, mgr, then the OSDs the record names."""
+        """mon, mgr, the OSDs the record names, then the MDS and gateway it has."""
         names = [f"mon.{MON_ID}", f"mgr.{MGR_ID}"]
         if self.state_file.exists():
             names += [f"osd.{i}" for i in self.osd_ids()]
-        return names
+        return names + self.service_names()
 
     # ---- the release -----------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from cephscope.deploy.cluster_health import ClusterHealth
 from cephscope.deploy.cluster_hosts import NamespaceHosts
 from cephscope.deploy.cluster_layout import ClusterLayout
 from cephscope.deploy.cluster_preflight import ClusterPreflight
+from cephscope.deploy.cluster_services import ClusterServices
 from cephscope.deploy.daemon_supervisor import DaemonPlacement, ProcessDaemons
 from cephscope.deploy.loop_devices import LoopDevices, LoopDeviceUser
 from cephscope.deploy.placement import Placement
@@ -30,6 +31,7 @@ class ClusterParts:
     health: ClusterHealth
     preflight: ClusterPreflight
     bootstrap: ClusterBootstrap
+    services: ClusterServices
     hosts: NamespaceHosts | None  # None: a single-host cluster
 
 
@@ -49,5 +51,6 @@ def process_parts(layout: ClusterLayout, log: Callable[[str], None]) -> ClusterP
         health=health,
         preflight=ClusterPreflight(layout, loops.unavailable, log),
         bootstrap=ClusterBootstrap(layout, commands, daemons, loops, health, log),
+        services=ClusterServices(layout, commands, daemons, health, log),
         hosts=NamespaceHosts(layout, layout.host_plan, log) if layout.host_plan is not None else None,
     )

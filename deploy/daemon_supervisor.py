@@ -1,8 +1,8 @@
 """Where each Ceph daemon of a dev cluster runs and how it is started, stopped and found.
 
-`DaemonPlacement` is the seam: the dev cluster decides *when* (mon before mgr before OSDs on
-`up`, OSDs before mgr and mon on `down`, stop-all-then-start on a restart) and a placement
-decides *where and how*. `ProcessDaemons` runs each daemon as a process on its host -- this
+`DaemonPlacement` is the seam: the dev cluster decides *when* (mon before mgr before OSDs
+before MDS and gateway on `up`, the reverse on `down`, stop-all-then-start on a restart) and a
+placement decides *where and how*. `ProcessDaemons` runs each daemon as a process on its host -- this
 machine, or a namespace host entered with nsenter (deploy/placement.py) -- from the cluster's
 release, and finds it again by its pid file and command line. Another placement (a daemon in a
 container, or a recording fake in the unit tests) implements the same four methods.
@@ -19,11 +19,15 @@ from cephscope.deploy.cluster_layout import ClusterLayout, DevClusterError
 from cephscope.deploy.placement import DevHost
 from cephscope.deploy.procs import pid_file_locked, pid_from_file, terminate
 
-BINARIES = {"mon": "ceph-mon", "mgr": "ceph-mgr", "osd": "ceph-osd"}
+BINARIES = {"mon": "ceph-mon", "mgr": "ceph-mgr", "osd": "ceph-osd", "mds": "ceph-mds"}
+# A RADOS gateway is a client of the cluster (`client.rgw.<id>`), started by its full name.
+GATEWAY_PREFIX = "client.rgw."
+GATEWAY_BINARY = "radosgw"
 
 
 class DaemonPlacement(Protocol):
-    """Where the daemons of one dev cluster ("mon.a", "mgr.x", "osd.3") run."""
+    """Where the daemons of one dev cluster ("mon.a", "mgr.x", "osd.3", "mds.a",
+    "client.rgw.a") run."""
 
     def host_of(self, daemon: str) -> DevHost:
         """The host the daemon lives on."""
@@ -47,9 +51,11 @@ def daemon_argv(layout: ClusterLayout, daemon: str, env: Mapping[str, str] | Non
     """The argv that starts `daemon`. `env K=V … binary`: the environment reaches the daemon
     wherever it is placed (a namespace, a release root), without a shell."""
     kind, _, ident = daemon.partition(".")
+    with_env = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
+    if daemon.startswith(GATEWAY_PREFIX) and daemon != GATEWAY_PREFIX:
+        return [*with_env, GATEWAY_BINARY, "-c", str(layout.conf_path), "-n", daemon]
     if kind not in BINARIES or not ident:
         raise DevClusterError(f"no daemon kind for {daemon!r}")
-    with_env = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
     return [*with_env, BINARIES[kind], "-c", str(layout.conf_path), "-i", ident,
             *(layout.osd_release_args() if kind == "osd" else [])]
 

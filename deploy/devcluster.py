@@ -1,7 +1,8 @@
 """A real Ceph dev cluster from Debian's packages, on 127.0.0.1 (or on namespace hosts).
 
 1 mon + 1 mgr + N BlueStore OSDs (loop devices, or plain files where loop devices cannot be
-had), cephx on, an explicit port range, and all state under one state directory
+had), optionally an MDS with the filesystem `cephfs` and a RADOS gateway with a user
+(deploy/cluster_services.py), cephx on, an explicit port range, and all state under one state directory
 (deploy/cluster_layout.py), so that two clusters with different state dirs and port bases run
 side by side. `down` stops only the daemons whose pid files live in that state dir (and whose
 command line names its ceph.conf) and detaches only the loop devices it attached.
@@ -34,12 +35,14 @@ from cephscope.deploy.cluster_layout import (
     default_state_dir,
 )
 from cephscope.deploy.cluster_parts import ClusterParts, PartsFactory, process_parts
+from cephscope.deploy.cluster_services import CEPHFS_NAME
 from cephscope.deploy.hostdaemons import HostDaemons
 from cephscope.deploy.hosts import HostPlan
 from cephscope.deploy.placement import DevHost, Placement, Release
+from cephscope.deploy.rgw_access import RgwAccess
 from cephscope.deploy.rootfs import ceph_version_of
 
-__all__ = ["ClusterState", "DevCluster", "DevClusterError", "OsdBacking", "default_state_dir"]
+__all__ = ["ClusterState", "DevCluster", "DevClusterError", "OsdBacking", "RgwAccess", "default_state_dir"]
 
 
 class DevCluster:
@@ -66,6 +69,8 @@ class DevCluster:
         public_subnet: str | None = None,
         cluster_subnet: str | None = None,
         release: str | None = None,
+        mds: bool = False,
+        rgw: bool = False,
         *,
         parts: PartsFactory = process_parts,
     ) -> None:
@@ -73,7 +78,8 @@ class DevCluster:
         self.layout = ClusterLayout.resolve(
             state_dir, port_base=port_base, num_osds=num_osds, osd_size_gib=osd_size_gib,
             backing=backing, device_class=device_class, hosts=hosts, clients=clients,
-            public_subnet=public_subnet, cluster_subnet=cluster_subnet, release=release)
+            public_subnet=public_subnet, cluster_subnet=cluster_subnet, release=release,
+            mds=mds, rgw=rgw)
         self.parts: ClusterParts = parts(self.layout, self._log)
         self.commands = self.parts.commands
         self.daemons = self.parts.daemons
@@ -115,6 +121,16 @@ class DevCluster:
     @property
     def release(self) -> Release:
         return self.layout.release
+
+    @property
+    def mds(self) -> bool:
+        """Whether the cluster has an MDS serving the filesystem `cephfs_name`."""
+        return self.layout.mds
+
+    @property
+    def rgw(self) -> bool:
+        """Whether the cluster has a RADOS gateway (`rgw_access()`)."""
+        return self.layout.rgw
 
     @property
     def host_plan(self) -> HostPlan | None:
@@ -177,6 +193,10 @@ class DevCluster:
     def osd_asok(self, osd_id: int) -> Path:
         return self.layout.osd_asok(osd_id)
 
+    def daemon_asok(self, daemon: str) -> Path:
+        """The admin socket of a daemon ("mds.a", "client.rgw.a")."""
+        return self.layout.daemon_asok(daemon)
+
     def pid_file(self, daemon: str) -> Path:
         return self.layout.pid_file(daemon)
 
@@ -235,6 +255,24 @@ class DevCluster:
         """The Ceph package version this cluster's daemons run."""
         return ceph_version_of(self.release)
 
+    # ---- CephFS and the gateway (deploy/cluster_services.py) -------------------------------
+
+    @property
+    def cephfs_name(self) -> str:
+        if not self.mds:
+            raise DevClusterError(f"the dev cluster in {self.state_dir} has no MDS and no CephFS "
+                                  f"(make one with --mds)")
+        return CEPHFS_NAME
+
+    @property
+    def rgw_endpoint(self) -> str:
+        """http://ADDR:PORT of the gateway (where `rgw_access()` points)."""
+        return self.parts.services.rgw_endpoint
+
+    def rgw_access(self) -> RgwAccess:
+        """The gateway's endpoint and its user's S3 and Swift keys (from rgw.json)."""
+        return self.parts.services.rgw_access()
+
     # ---- daemons (deploy/daemon_supervisor.py) ---------------------------------------------
 
     def osd_pid(self, osd_id: int) -> int | None:
@@ -278,10 +316,12 @@ class DevCluster:
                     f"dev cluster in {self.state_dir} is already running ({', '.join(sorted(running))})"
                 )
             preflight.check_ports()
+            preflight.check_aio_headroom()
             self._start_existing()
             self.wait_health_ok(timeout=120)
         else:
             preflight.check_ports()
+            preflight.check_aio_headroom()
             backing = preflight.choose_backing()
             try:
                 self._create(backing)
@@ -298,7 +338,9 @@ class DevCluster:
         state = bootstrap.new_state(backing)  # recorded before anything starts
         if self.parts.hosts is not None:
             self.parts.hosts.up_network()
-        bootstrap.create(state)
+        services = self.parts.services
+        bootstrap.create(state, with_the_mon=services.prepare)
+        services.create()
         if self.parts.hosts is not None:
             self.parts.hosts.start_services()
 
@@ -312,6 +354,7 @@ class DevCluster:
         ids = [o.osd_id for o in state.osds]
         self._start_in_parallel([f"osd.{i}" for i in ids])
         self.parts.health.wait_osds_up(ids, timeout=90)
+        self.parts.services.start()
         if self.parts.hosts is not None:
             self.parts.hosts.start_services()
 
@@ -364,6 +407,10 @@ class DevCluster:
             "backing": state.backing,
             "release": state.release,
             "ceph_version": self.ceph_version(),
+            "mds": state.mds,
+            "rgw": state.rgw,
+            "cephfs": CEPHFS_NAME if state.mds else None,
+            "rgw_endpoint": self.rgw_endpoint if state.rgw else None,
             "daemons": {name: running.get(name) for name in self.layout.daemon_names()},
             "osds": [asdict(o) for o in state.osds],
             "health": None,
@@ -372,7 +419,8 @@ class DevCluster:
             result.update(self.parts.hosts.status())
         if f"mon.{MON_ID}" in running:
             with contextlib.suppress(DevClusterError, json.JSONDecodeError):
-                result["health"] = self.ceph_json("health", timeout=15).get("status")
+                health = self.ceph_json("health", timeout=15)
+                result["health"] = health.get("status") if isinstance(health, dict) else None
         return result
 
     def down(self, quiet: bool = False) -> list[str]:
@@ -391,7 +439,9 @@ class DevCluster:
         namespaces = hosts.namespaces_present() if hosts is not None else []
         if not running and not attached and not namespaces and not quiet:
             raise DevClusterError(f"dev cluster in {self.state_dir} is not running")
-        # OSDs first, so the mon sees them go; all in parallel.
+        # The gateway and the MDS first (their clients of the OSDs would hang), then the OSDs,
+        # so the mon sees them go; each kind in parallel (an MDS takes ~8 s to leave).
+        self._stop_in_parallel(self.layout.service_names())
         self._stop_in_parallel([n for n in running if n.startswith("osd.")])
         for name in (f"mgr.{MGR_ID}", f"mon.{MON_ID}"):
             self.daemons.stop(name)
@@ -412,9 +462,11 @@ class DevCluster:
         when its command line holds our conf), detach loop devices backed by files in our
         state dir, and say what could not be known."""
         names = sorted(p.name.removesuffix(".pid") for p in self.asok_dir.rglob("*.pid"))
+        services = [n for n in names if n.startswith(("mds.", "client."))]
         osds = [n for n in names if n.startswith("osd.")]
-        stopped = [n for n, ok in zip(osds, self._stop_in_parallel(osds), strict=True) if ok]
-        stopped += [n for n in names if n not in osds and self.daemons.stop(n)]
+        stopped = [n for n, ok in zip(services, self._stop_in_parallel(services), strict=True) if ok]
+        stopped += [n for n, ok in zip(osds, self._stop_in_parallel(osds), strict=True) if ok]
+        stopped += [n for n in names if n not in osds and n not in services and self.daemons.stop(n)]
         stopped += self.parts.loops.detach_under(self.state_dir)
         self._log(f"devcluster: {problem}; stopped what the pid files and loop devices name "
                   f"({', '.join(stopped) or 'nothing was running'}); host namespaces, if any, "

@@ -1,4 +1,5 @@
-"""`cephscope devcluster up | down | status | restart-osd N | purge | rootfs`."""
+"""`cephscope devcluster up | down | status | restart-osd N | purge | rootfs` (`up --mds --rgw`:
+with CephFS and a RADOS gateway)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Ceph release of a new cluster (default: this machine's packages); other releases "
         "run from a root filesystem built from Debian's archive (`rootfs` builds it)",
     )
+    parser.add_argument("--mds", action="store_true",
+                        help="a new cluster gets an MDS (mds.a) and the filesystem `cephfs`")
+    parser.add_argument("--rgw", action="store_true",
+                        help="a new cluster gets a RADOS gateway (client.rgw.a, beast on port "
+                        "base+99) and a user whose S3 and Swift keys go to STATE_DIR/rgw.json")
     parser.add_argument("--json", action="store_true", help="status as JSON")
 
 
@@ -105,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
             public_subnet=args.public_subnet,
             cluster_subnet=args.cluster_subnet,
             release=args.release,
+            mds=args.mds,
+            rgw=args.rgw,
             parts=process_parts,  # daemons as processes on this machine or its namespace hosts
         )
     except DevClusterError as exc:
@@ -124,6 +132,12 @@ def run(args: argparse.Namespace) -> int:
                 f"  pools:    {cluster.bench_pool} (rados bench), "
                 f"{cluster.rbd_pool}/{cluster.rbd_image} (fio rbd)"
             )
+            if cluster.mds:
+                print(f"  cephfs:   {cluster.cephfs_name} (mds.a; ceph-fuse -c {cluster.conf_path} "
+                      f"--client_fs {cluster.cephfs_name} MOUNTPOINT)")
+            if cluster.rgw:
+                print(f"  rgw:      {cluster.rgw_endpoint} (S3 and Swift keys in "
+                      f"{cluster.layout.rgw_file})")
             print(f"  try:      ceph -c {cluster.conf_path} -s")
             if cluster.ssh_config is not None:
                 print(f"  hosts:    {', '.join(h.name for h in cluster.hosts)}; clients: "
@@ -144,7 +158,11 @@ def run(args: argparse.Namespace) -> int:
                     f"backing {status['backing']}  health {status['health'] or 'unreachable'}"
                 )
                 for name, pid in status["daemons"].items():
-                    print(f"  {name:8} {'pid ' + str(pid) if pid else 'stopped'}")
+                    print(f"  {name:12} {'pid ' + str(pid) if pid else 'stopped'}")
+                if status["cephfs"]:
+                    print(f"cephfs {status['cephfs']} (mds.a)")
+                if status["rgw_endpoint"]:
+                    print(f"rgw {status['rgw_endpoint']} (client.rgw.a)")
                 for name, host in status.get("hosts", {}).items():
                     print(f"  {name:8} {host['role']:6} {host['public_addr']:15} "
                           f"{'up' if host['up'] else 'down'}")

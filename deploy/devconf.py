@@ -16,6 +16,14 @@ class ConfNetwork:
     asok_dirs: Mapping[str, Path]  # "osd.3" -> that daemon's host's admin socket dir
 
 
+@dataclass(frozen=True)
+class ConfGateway:
+    """A RADOS gateway: its daemon name (`client.rgw.<id>`) and where its beast frontend listens."""
+
+    name: str
+    endpoint: str  # ADDR:PORT
+
+
 def dev_global_settings(chooseleaf: int) -> str:
     """[global] lines every dev cluster layout shares: small pools, fast PG stats, no noise."""
     return f"""\
@@ -46,12 +54,14 @@ osd_crush_update_on_start = true
 
 
 def render_conf(s: Path, fsid: str, mon_addr: str, mon_port: int, port_range: tuple[int, int],
-                osd_size_gib: int, network: ConfNetwork | None = None) -> str:
+                osd_size_gib: int, network: ConfNetwork | None = None, mds: bool = False,
+                gateway: ConfGateway | None = None) -> str:
     """ceph.conf text; everything lives under the state dir `s`.
 
     Single host: every daemon on 127.0.0.1, pools of size 1, CRUSH failure domain osd.
     Multi-host: daemons pick their address from the public / cluster networks (one of each per
     namespace), pools of size 2 with failure domain host, admin sockets per host.
+    `mds`: the MDS's data dir and keyring; `gateway`: the RADOS gateway's section.
     """
     low, high = port_range
     if network is None:
@@ -98,7 +108,24 @@ keyring = {s}/keyring
 admin_socket =
 log_file = {s}/log/$cluster-$name.$pid.log
 """
-    if network is not None:
-        for daemon, asok_dir in sorted(network.asok_dirs.items()):
-            conf += f"\n[{daemon}]\nadmin_socket = {asok_dir}/$cluster-$name.asok\n"
+    if mds:
+        conf += f"""
+[mds]
+mds_data = {s}/mds/$cluster-$id
+keyring = $mds_data/keyring
+"""
+    asok_dirs = dict(network.asok_dirs) if network is not None else {}
+    if gateway is not None:
+        # A client section of its own: [client]'s keyring, empty admin socket and per-pid log
+        # are for short-lived tools, not for a daemon.
+        conf += f"""
+[{gateway.name}]
+rgw_data = {s}/rgw/$cluster-$id
+keyring = $rgw_data/keyring
+admin_socket = {asok_dirs.pop(gateway.name, Path(s, "run"))}/$cluster-$name.asok
+log_file = {s}/log/$cluster-$name.log
+rgw_frontends = beast endpoint={gateway.endpoint}
+"""
+    for daemon, asok_dir in sorted(asok_dirs.items()):
+        conf += f"\n[{daemon}]\nadmin_socket = {asok_dir}/$cluster-$name.asok\n"
     return conf

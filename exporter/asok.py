@@ -233,10 +233,13 @@ class AsokClient:
 # Packages and cephadm name sockets <cluster>-<type>.<id>.asok (ceph-osd.3.asok, ceph-mon.a.asok);
 # Ceph's vstart.sh and many hand-written `admin_socket` settings use <type>.<id>.asok (osd.0.asok).
 # Client sockets (ceph-client.admin.<pid>.<cookie>.asok, vstart's client.admin.<pid>.asok) are
-# short-lived tools: skipped.
+# short-lived tools: skipped, except a gateway's (see daemon_from_asok_path).
 _ASOK_NAME = re.compile(
     r"^(?:(?P<cluster>[A-Za-z0-9_]+)-)?(?P<type>[a-z_-]+)\.(?P<id>[^/]+)\.asok$"
 )
+# Entity types of a RADOS Gateway: client.rgw.<id> (packages, cephadm, Rook, vstart.sh's
+# client.rgw.<port>) and the old client.radosgw.<id>; vstart.sh's socket is radosgw.<port>.asok.
+RGW_ENTITY_TYPES = ("rgw", "radosgw")
 
 
 @dataclass(frozen=True, order=True)
@@ -248,18 +251,57 @@ class Daemon:
     id: str  # "3"
     cluster: str  # "ceph"
     asok_path: str
+    # A gateway's instance_id label (ceph-exporter's, see rgw_instance_id); None for the others.
+    instance_id: str | None = None
+
+    @property
+    def counter_labels(self) -> dict[str, str]:
+        """The labels ceph-exporter puts on this daemon's perf counters: ``instance_id`` alone
+        for a gateway, ``ceph_daemon`` for every other daemon."""
+        if self.instance_id is not None:
+            return {"instance_id": self.instance_id}
+        return {"ceph_daemon": self.name}
+
+
+def rgw_instance_id(entity: str) -> str:
+    """A gateway's ``instance_id`` from its entity name without ``client.`` (``rgw.<id>``,
+    ``radosgw.<id>``), as ceph-exporter derives it from the socket name
+    (DaemonMetricCollector::get_extra_labels): a ``radosgw`` name's last dot-separated field;
+    an ``rgw`` name's fourth field, the random suffix of cephadm's
+    ``rgw.<service>.<host>.<suffix>[.<pid>.<cctid>]``. A shorter ``rgw.<id>`` (packages, a
+    hand-started or vstart gateway) has no fourth field: ceph-exporter then exports none of the
+    gateway's counters; here its ``<id>`` is the instance_id, as for ``radosgw.<id>``. ``""``
+    when the name has none (an empty field)."""
+    fields = entity.split(".")
+    if fields[0] == "radosgw":
+        return fields[-1]
+    return fields[3] if len(fields) >= 4 else ".".join(fields[1:])
 
 
 def daemon_from_asok_path(path: str | os.PathLike[str]) -> Daemon | None:
-    """Parse a socket file name; None for names that are not a daemon's socket."""
+    """Parse a socket file name; None for names that are not a daemon's socket.
+
+    Names are untrusted (anyone who can write the socket dir chooses them): one that is not
+    printable text (control characters, bytes that are not UTF-8) is not a daemon's either.
+    """
     path = os.fspath(path)
-    match = _ASOK_NAME.match(os.path.basename(path))
+    base = os.path.basename(path)
+    if not base.isprintable():
+        return None
+    match = _ASOK_NAME.match(base)
     if not match:
         return None
-    dtype, did = match["type"], match["id"]
-    if dtype == "client":
-        return None
-    return Daemon(f"{dtype}.{did}", dtype, did, match["cluster"] or "ceph", path)
+    dtype, did, cluster = match["type"], match["id"], match["cluster"] or "ceph"
+    if dtype == "client" or dtype == "radosgw":
+        entity = did if dtype == "client" else f"radosgw.{did}"
+        entity_type, _, gateway_id = entity.partition(".")
+        if entity_type not in RGW_ENTITY_TYPES or not gateway_id:
+            return None  # a client tool's socket
+        instance_id = rgw_instance_id(entity)
+        if not instance_id:
+            return None
+        return Daemon(entity, "rgw", gateway_id, cluster, path, instance_id)
+    return Daemon(f"{dtype}.{did}", dtype, did, cluster, path)
 
 
 def discover_daemons(

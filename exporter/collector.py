@@ -22,7 +22,8 @@ How to add a collector
    so the scraper fetches them for all daemons at once) and add samples to
    ``sink.gauge(...)`` / ``sink.counter(...)`` / ``sink.histogram(...)``. Label daemon
    series with ``ceph_daemon=session.daemon.name`` (``session.daemon_label`` is that pair
-   pre-rendered for :meth:`MetricFamily.add_rendered`).
+   pre-rendered for :meth:`MetricFamily.add_rendered`); Ceph's own counters under
+   ceph-exporter's names carry ``session.counter_label`` instead (``instance_id`` for a gateway).
 5. End the module with ``COLLECTOR = YourCollector`` and add it to ``COLLECTORS`` in
    ``exporter/collectors/__init__.py``.
 
@@ -99,6 +100,8 @@ class DaemonSession:
     ) -> None:
         self.daemon = daemon
         self.daemon_label = render_labels({"ceph_daemon": daemon.name})
+        # ceph-exporter's labels of the daemon's perf counters (a gateway: instance_id).
+        self.counter_label = render_labels(daemon.counter_labels)
         self.deadline = deadline
         self.call_timeout = call_timeout
         self.max_response_bytes = max_response_bytes

@@ -345,9 +345,19 @@ class Scraper:
             "Ceph daemons whose admin socket was found in the socket dir in this scrape.",
         )
         found_family.add(len(daemons), {})
+        gateway_family = MetricFamily(
+            "cephscope_rgw_instance_info",
+            "gauge",
+            "A gateway's instance_id (the label of its ceph_rgw_* series, as ceph-exporter "
+            "derives it from the socket name) and its daemon name, always 1.",
+        )
+        for daemon in daemons:
+            if daemon.instance_id is not None:
+                gateway_family.add(1, {"ceph_daemon": daemon.name, "instance_id": daemon.instance_id})
         return [
             *collected,
             found_family,
+            *([gateway_family] if gateway_family.samples else []),
             up_family,
             success_family,
             duration_family,

@@ -30,7 +30,7 @@ def option(default: Any, help: str, *, metavar: str | None = None, flag: str | N
            hidden_aliases: tuple[str, ...] = (), choices: tuple[str, ...] | None = None) -> Any:
     """A settings field: its default, its ``--help`` line, optionally its flag's own name
     (after the prefix), old flag names still accepted but not listed, and the values it
-    accepts."""
+    accepts. A bool field is a switch (``--x.y`` / ``--no-x.y``)."""
     return dataclasses.field(default=default, metadata={
         "help": help, "metavar": metavar, "flag": flag, "hidden_aliases": hidden_aliases,
         "choices": choices})
@@ -50,9 +50,17 @@ def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, prefix:
     hints = typing.get_type_hints(settings_type)
     for field in dataclasses.fields(settings_type):
         kind = hints[field.name]
-        if kind not in (str, int, float):
-            raise TypeError(f"{settings_type.__name__}.{field.name}: flags are str, int or float")
+        if kind not in (str, int, float, bool):
+            raise TypeError(f"{settings_type.__name__}.{field.name}: flags are str, int, float "
+                            "or bool")
         dest = dest_of(prefix, field)
+        if kind is bool:
+            # a switch, node_exporter's way: --<prefix>.<name> / --no-<prefix>.<name>
+            state = "on" if field.default else "off"
+            parser.add_argument(flag_name(prefix, field), dest=dest, default=field.default,
+                                action=argparse.BooleanOptionalAction,
+                                help=f"{field.metadata['help']} (default: {state})")
+            continue
         choices = field.metadata.get("choices")
         # an empty default means "not set" (no file, every type): nothing to show
         shown = " (default: %(default)s)" if field.default != "" else ""

@@ -34,6 +34,7 @@ from cephscope.monclient import (
 from cephscope.runner.benchmarks.base import ClusterAccess
 from cephscope.runner.hostexec import HostExec, LocalHost, host_exec
 from cephscope.runner.mon_relay import RelayedRados
+from cephscope.runner.rgw_endpoint import RgwEndpoint
 
 if TYPE_CHECKING:
     from cephscope.runner.restart import RestartMethod
@@ -257,6 +258,9 @@ class CephTarget:
     tool_prefix: tuple[str, ...] = ()
     # a dev cluster that can be rebuilt on another release (`devcluster: {release: [...]}`)
     releases: ReleaseSwitch | None = None
+    # the cluster's RADOS Gateway and a user's keys, when the caller knows them (a dev cluster
+    # up with --rgw); the spec and the flags fill in or override (runner/rgw_endpoint.py)
+    rgw: RgwEndpoint | None = None
 
     @classmethod
     def plain(cls, conf_path: Path, client_name: str, keyring_path: Path | None,

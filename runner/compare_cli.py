@@ -10,6 +10,12 @@ side there is no test: a change beyond the threshold is reported as "cannot tell
 per side cannot tell noise from change; run the spec with `iterations: 3` or more): the
 verdict is then "cannot tell (worse)" or "cannot tell (better)".
 
+`cephscope compare RUN_A RUN_B RUN_C ...` (up to six runs, as CBT's comparison): every run
+against the first with the same figures, test and verdicts, as one table with a column per run
+(and the environment settings that differ, a column per run); `--fail-on-regression` looks at
+all of them. Seven or more runs are refused. `--plots DIR` draws the runs overlaid (a line per
+run), the response curves with each run's knee among them.
+
 `cephscope compare RUN --across-releases`: one run of a sweep across Ceph releases
 (`devcluster: {release: [...]}`), each release against the first named, step by step (a step
 matches itself on another release), with the same figures, test and verdicts.
@@ -45,6 +51,10 @@ from cephscope.runner.report.compare import (
     compare_samples,
     environment_changes,
 )
+from cephscope.runner.report.compare_many import MAX_RUNS, compare_many, run_labels
+from cephscope.runner.report.compare_many import render_csv as render_many_csv
+from cephscope.runner.report.compare_many import render_json as render_many_json
+from cephscope.runner.report.compare_many import render_md as render_many_md
 from cephscope.runner.results import ResultsError
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_CANNOT_TELL = 0, 1, 2, 3
@@ -52,8 +62,9 @@ EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_CANNOT_TELL = 0, 1, 2, 3
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_a", type=Path, metavar="RUN_A", help="baseline run dir")
-    parser.add_argument("run_b", type=Path, metavar="RUN_B", nargs="?",
-                        help="run dir compared to it (not with --across-releases)")
+    parser.add_argument("run_b", type=Path, metavar="RUN_B", nargs="*",
+                        help="run dir(s) compared to it, up to "
+                             f"{MAX_RUNS - 1} (not with --across-releases)")
     parser.add_argument("--across-releases", action="store_true",
                         help="RUN_A is a sweep across Ceph releases: compare each release's "
                              "steps against the first release's")
@@ -69,6 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(default {DEFAULT_ALPHA:g})")
     parser.add_argument("--format", choices=("md", "json", "csv"), default="md",
                         help="output: a markdown table (default), JSON or CSV")
+    parser.add_argument("--plots", type=Path, metavar="DIR",
+                        help="write the runs' plots overlaid (a line per run: figures against "
+                             "every sweep axis, response curves with their knees) into DIR")
 
 
 def _cell(value: float | None, fmt: str) -> str:
@@ -138,27 +152,39 @@ def run(args: argparse.Namespace) -> int:
         print("cephscope compare: --alpha must be between 0 and 1", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.across_releases:
-        if args.run_b is not None:
+        if args.plots is not None:
+            print("cephscope compare: --plots overlays run dirs; not with --across-releases "
+                  "(the run's report puts its releases side by side)", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        if args.run_b:
             print("cephscope compare: --across-releases compares the releases of one run; "
                   "give RUN_A only", file=sys.stderr)
             return EXIT_BAD_INPUT
         return run_across_releases(args, threshold)
-    if args.run_b is None:
+    if not args.run_b:
         print("cephscope compare: give RUN_A and RUN_B (or one run with --across-releases)",
               file=sys.stderr)
         return EXIT_BAD_INPUT
+    if 1 + len(args.run_b) > MAX_RUNS:
+        print(f"cephscope compare: at most {MAX_RUNS} runs (the first is the baseline), got "
+              f"{1 + len(args.run_b)}: compare the rest against the same baseline in another "
+              "call", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if len(args.run_b) > 1:
+        return run_many(args, threshold)
+    run_b = args.run_b[0]
     try:
-        comparisons, only_a, only_b = compare_runs(args.run_a, args.run_b, threshold, args.alpha)
+        comparisons, only_a, only_b = compare_runs(args.run_a, run_b, threshold, args.alpha)
     except ResultsError as exc:
         print(f"cephscope compare: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    env_changes = environment_changes(args.run_a, args.run_b)
+    env_changes = environment_changes(args.run_a, run_b)
     if env_changes is not None and args.format == "md":
         sys.stdout.write(render_env_md(env_changes) + "\n")
     if not comparisons:
         if env_changes is not None and args.format == "json":
             sys.stdout.write(json.dumps({"environment": env_changes}, indent=2) + "\n")
-        print(f"cephscope compare: no step of {args.run_b} matches a finished step of "
+        print(f"cephscope compare: no step of {run_b} matches a finished step of "
               f"{args.run_a} (steps match by their params: benchmark, axes, ceph config)",
               file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -166,7 +192,44 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json" and env_changes is not None:
         out = json.dumps({"environment": env_changes, **json.loads(out)}, indent=2) + "\n"
     sys.stdout.write(out)
+    _write_plots(args)
     return _exit_code(args, comparisons)
+
+
+def run_many(args: argparse.Namespace, threshold: float) -> int:
+    """Three to six runs: each against the first, one column per run."""
+    try:
+        many = compare_many(args.run_a, args.run_b, threshold, args.alpha)
+    except ResultsError as exc:
+        print(f"cephscope compare: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    unmatched = [str(r.run) for r in many.runs if not r.comparisons]
+    if unmatched:
+        print(f"cephscope compare: no step of {', '.join(unmatched)} matches a finished step "
+              f"of {args.run_a} (steps match by their params: benchmark, axes, ceph config)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    render = {"md": render_many_md, "json": render_many_json, "csv": render_many_csv}
+    sys.stdout.write(render[args.format](many))
+    _write_plots(args)
+    return _exit_code(args, many.all_comparisons)
+
+
+def _write_plots(args: argparse.Namespace) -> None:
+    """--plots DIR: the runs overlaid; the files are named on stderr (stdout stays the
+    table, JSON or CSV)."""
+    if args.plots is None:
+        return
+    from cephscope.runner.report.build import load_rows
+    from cephscope.runner.report.compare_plots import overlay_axes, overlay_curves
+
+    paths = [args.run_a, *args.run_b]
+    runs = [(label, load_rows(path)[1]) for label, path in zip(run_labels(paths), paths,
+                                                                 strict=True)]
+    written = overlay_axes(runs, args.plots) + overlay_curves(runs, args.plots)
+    print(f"plots: {len(written)} in {args.plots}", file=sys.stderr)
+    for path in written:
+        print(f"  {path}", file=sys.stderr)
 
 
 def _exit_code(args: argparse.Namespace, comparisons: Sequence[Comparison]) -> int:

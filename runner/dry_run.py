@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cephscope.runner.cephclient import CephError
+from cephscope.runner.endpoints.settings import DRIVER_ACTIONS
 from cephscope.runner.hostexec import HostExec, LocalHost, SshHost
 from cephscope.runner.hygiene import SCRUB_FLAGS, HygieneOptions
 from cephscope.runner.knobs.base import KnobError, kind_of
@@ -148,6 +149,13 @@ def command_lines(inputs: DryRunInputs) -> list[str]:
         if isinstance(host, SshHost):
             on_host.append(f"over `{shlex.join(host.ssh_argv())} <command>`")
         lines.append(f"  on {name}: " + "; ".join(on_host))
+    endpoints = {s.params["endpoint"]["name"]: s.params["endpoint"] for s in inputs.steps
+                 if isinstance(s.params.get("endpoint"), dict)}
+    for name, endpoint in endpoints.items():
+        lines.append(f"  client endpoints {name} ({endpoint['driver']}, "
+                     f"{endpoint['endpoints_per_client']} per client): "
+                     f"{DRIVER_ACTIONS.get(endpoint['driver'], 'paths of the spec')} for each "
+                     f"step, removed after it")
     for client in inputs.clients:
         lines.append(f"  benchmark tools ({', '.join(sorted({s.benchmark for s in inputs.steps}))})"
                      f" on client {client.name}")

@@ -31,7 +31,8 @@ VOLATILE = re.compile(
     r"(^|/)(kb|kb_used\w*|kb_avail|utilization|var|pgs|read_balance\w*|stats_sum\w*)$"
     r"|^hosts/[^/]+/sysctl/(fs\.(dentry-state|inode-nr|inode-state|file-nr|aio-nr)"
     r"|kernel\.(random\.\w+|ns_last_pid|pty\.nr)|net\.netfilter\.nf_conntrack_count"
-    r"|vm\.stat_refresh|fs\.quota\..*)$|/last_change$|/(up_from|up_thru|down_at|heartbeat\w*)$")
+    r"|vm\.stat_refresh|fs\.quota\..*)$|/last_change$|/(up_from|up_thru|down_at|heartbeat\w*)$"
+    r"|^cluster/osd df/summary/")
 TIMEOUT = 30.0
 
 

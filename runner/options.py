@@ -10,6 +10,7 @@ from cephscope.runner.cephclient import CephTarget
 from cephscope.runner.clients import SshSettings
 from cephscope.runner.crashpoints import Checkpoint, no_checkpoint
 from cephscope.runner.hygiene import HygieneOptions
+from cephscope.runner.rgw_endpoint import RgwFlags
 
 DEFAULT_CONF = "/etc/ceph/ceph.conf"
 DEFAULT_POOL = "cephscope-bench"
@@ -62,5 +63,7 @@ class SweepOptions:
     tty: bool | None = None
     clients: tuple[str, ...] | None = None  # overrides the spec's cluster.clients
     ssh: SshSettings = field(default_factory=SshSettings)
+    # the gateway's endpoint and keys file from the command line (runner/rgw_endpoint.py)
+    rgw: RgwFlags = field(default_factory=RgwFlags)
     # a test hook (see cephscope.runner.crashpoints); a no-op for every real run
     checkpoint: Checkpoint = no_checkpoint

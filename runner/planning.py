@@ -160,8 +160,11 @@ def dry_run_inputs(spec: Spec, plan: Plan, opts: SweepOptions,
         if step.pool_profile:
             name = spec.pool_profiles[step.pool_profile].name
         else:
-            rbd = getattr(benchmarks[step.benchmark], "pool_application", "") == "rbd"
-            name = opts.rbd_pool if rbd else opts.pool
+            cls = benchmarks[step.benchmark]
+            if not cls.needs_pool(step.params):  # a gateway or CephFS step: no pool of its own
+                continue
+            application = cls.application(step.params)
+            name = opts.rbd_pool if application == "rbd" else opts.pool
         data = step.params.get("data_pool_profile")
         for pool in (name, spec.pool_profiles[data].name if data else None):
             if pool and pool not in pools:

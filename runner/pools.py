@@ -1,7 +1,9 @@
 """Pools per pool profile: created (or reused when they already match) and removed at the end.
 
 Pool names are `cephscope-<profile>`; an erasure profile `cephscope-<profile>` holds k/m and the
-failure domain (osd by default, so a 3-OSD single-host cluster can hold k=2,m=1).
+failure domain (osd by default, so a 3-OSD single-host cluster can hold k=2,m=1). A pool profile
+naming an erasure profile the spec does not define gets the cluster's profile of that name, used
+as it is and never removed (runner/cluster_erasure_profiles.py looks it up at start).
 """
 
 from __future__ import annotations
@@ -56,7 +58,10 @@ class PoolManager:
             self.log(f"pool {name}: reusing the existing pool")
             return name
         pg = profile.pg_num
-        if profile.is_erasure:
+        if profile.is_erasure and profile.cluster_erasure_profile:
+            ec_name = profile.cluster_erasure_profile
+            self._remember(pool=name)  # the profile is the cluster's: not ours to remove
+        elif profile.is_erasure:
             ec_name = name
             self._remember(pool=name, ec_profile=ec_name)
             settings = [f"k={profile.erasure_k}", f"m={profile.erasure_m}",
@@ -66,6 +71,7 @@ class PoolManager:
                 settings.append(f"stripe_unit={profile.stripe_unit}")
             self.cli.command("osd erasure-code-profile set", name=ec_name, profile=settings,
                              force=True)
+        if profile.is_erasure:
             self.cli.command("osd pool create", pool=name, pg_num=pg, pgp_num=pg,
                              pool_type="erasure", erasure_code_profile=ec_name)
             if profile.ec_overwrites or overwrites:
@@ -101,6 +107,9 @@ class PoolManager:
 
     @staticmethod
     def describe(profile: PoolProfile) -> str:
+        if profile.is_erasure and profile.cluster_erasure_profile:
+            return (f"erasure, the cluster's profile {profile.cluster_erasure_profile} "
+                    f"(k={profile.erasure_k} m={profile.erasure_m}), {profile.pg_num} PGs")
         if profile.is_erasure:
             return f"erasure k={profile.erasure_k} m={profile.erasure_m}, {profile.pg_num} PGs"
         return f"replicated size {profile.replication}, {profile.pg_num} PGs"
@@ -111,6 +120,11 @@ class PoolManager:
             if pool.get("type") != 3:
                 raise CephError(f"pool {name} exists but is not erasure-coded; remove it or "
                                 f"rename the pool profile {profile.name!r}")
+            ec = profile.cluster_erasure_profile
+            if ec and pool.get("erasure_code_profile") != ec:
+                raise CephError(f"pool {name} exists with erasure-code profile "
+                                f"{pool.get('erasure_code_profile')!r}, pool profile "
+                                f"{profile.name!r} wants the cluster's {ec!r}")
             want = (profile.erasure_k or 0) + (profile.erasure_m or 0)
             if int(pool.get("size", want)) != want:
                 raise CephError(f"pool {name} exists with size {pool.get('size')}, profile "
@@ -135,9 +149,11 @@ class PoolManager:
         return name
 
     def remove_created(self) -> list[str]:
-        """Delete the pools (and EC profiles) this run created; return problems."""
+        """Delete the pools (and EC profiles) this run created, and the crush rules Ceph made
+        for its erasure-coded pools; return problems."""
         problems = []
         existing = self.existing_pools()
+        removed_ec: dict[str, int] = {}  # EC pool -> its crush rule id
         for name in reversed(self.created):
             if name not in existing:
                 continue
@@ -145,9 +161,13 @@ class PoolManager:
                 self.cli.command("osd pool delete", pool=name, pool2=name,
                                  yes_i_really_really_mean_it=True)
                 self.log(f"pool {name}: removed")
+                if existing[name].get("type") == 3 and "crush_rule" in existing[name]:
+                    removed_ec[name] = existing[name]["crush_rule"]
             except CephError as exc:
                 problems.append(f"remove pool {name}: {exc}")
         self.created.clear()
+        if removed_ec:
+            problems += self._remove_pool_rules(removed_ec, existing)
         for ec in reversed(self.erasure_profiles_created):
             try:
                 self.cli.command("osd erasure-code-profile rm", name=ec)
@@ -155,4 +175,27 @@ class PoolManager:
                 problems.append(f"remove erasure profile {ec}: {exc}")
         self.erasure_profiles_created.clear()
         self.record([], [])
+        return problems
+
+    def _remove_pool_rules(self, removed: dict[str, int], existing: dict[str, dict]
+                           ) -> list[str]:
+        """`osd pool create ... erasure` makes a crush rule named after the pool, which
+        outlives it: remove the rule of each EC pool we deleted when it still bears that pool's
+        name and no remaining pool uses it (a rule someone else made or shares stays)."""
+        in_use = {pool.get("crush_rule") for name, pool in existing.items()
+                  if name not in removed}
+        try:
+            rules = {rule["rule_id"]: rule["rule_name"]
+                     for rule in self.cli.command("osd crush rule dump") or []}
+        except CephError as exc:
+            return [f"list crush rules: {exc}"]
+        problems = []
+        for pool, rule_id in removed.items():
+            if rules.get(rule_id) != pool or rule_id in in_use:
+                continue
+            try:
+                self.cli.command("osd crush rule rm", name=pool)
+                self.log(f"crush rule {pool}: removed")
+            except CephError as exc:
+                problems.append(f"remove crush rule {pool}: {exc}")
         return problems

@@ -6,7 +6,18 @@ import argparse
 import sys
 from pathlib import Path
 
+from cephscope.runner.report.per_osd import TOP_OSDS
 from cephscope.runner.results import ResultsError
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rate() window of the system queries pulled with --prometheus-url "
                              "(default auto: 4 x Prometheus' scrape interval)")
     parser.add_argument("--no-plots", action="store_true", help="skip the matplotlib plots")
+    parser.add_argument("--top-osds", type=positive_int, default=TOP_OSDS, metavar="N",
+                        help="per-OSD tables list the N OSDs with the highest figure and the "
+                             "spread over all of them (default %(default)s)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         report = write_report(args.run_dir, args.prometheus_url, args.rate_window,
-                              plots=not args.no_plots)
+                              plots=not args.no_plots, top_osds=args.top_osds)
     except ResultsError as exc:
         print(f"cephscope report: {exc}", file=sys.stderr)
         return 2

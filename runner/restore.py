@@ -1,8 +1,9 @@
-"""Putting the cluster back after a sweep: the deferred benchmark cleanup, the pre-sweep ceph
-config and host settings, the pools the run created, the recovery test's OSDs and the run's
-OSD flags. Bounded after a signal or a lost cluster: it runs in a worker thread the main
-thread waits for in short slices (so it still takes signals), and what it could not put back
-is said by name."""
+"""Putting the cluster back after a sweep: the deferred benchmark cleanup, what client
+endpoints left (mounts on clients, CephFS changes), the pre-sweep ceph config and host
+settings, the pools the run created, the recovery test's OSDs and the run's OSD flags.
+Bounded after a signal or a lost cluster: it runs in a worker thread the main thread waits
+for in short slices (so it still takes signals), and what it could not put back is said by
+name."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from typing import Any
 from cephscope.monclient import WAIT_SLICE_SECONDS
 from cephscope.runner.benchmarks.base import BenchmarkError
 from cephscope.runner.cephclient import CephError
+from cephscope.runner.endpoints.undo import UndoLog, undo_all
+from cephscope.runner.hostexec import HostExec, LocalHost
 from cephscope.runner.knobs.base import KnobError
 from cephscope.runner.knobs.ceph_config import ConfigSnapshot
 from cephscope.runner.phase_metrics import PhaseMetrics
@@ -54,6 +57,8 @@ class Restore:
     restore_grace_seconds: float = 5.0
     # what is still to put back, by name (said when it cannot finish)
     unrestored: list[str] = field(default_factory=list)
+    # a client by the name the journal gives it ("local": this machine)
+    host_for: Callable[[str], HostExec] = field(default=lambda name: LocalHost())
 
     def bounded(self, budget: float | None) -> bool:
         """`run` in a worker thread; the main thread waits in short slices, so it still takes
@@ -108,6 +113,8 @@ class Restore:
         items = []
         if self.pending_cleanup is not None:
             items.append("the interrupted step's benchmark objects")
+        if self.run_dir.journal().endpoints:
+            items.append("client endpoints (mounts, CephFS changes)")
         if c.touched:
             if c.config_snapshot is not None:
                 items.append("ceph config (pre-sweep values of "
@@ -133,6 +140,15 @@ class Restore:
             self.unrestored = [i for i in self.unrestored if not i.startswith(prefix)]
         return problems
 
+    def undo_endpoints(self, cli: Any) -> list[str]:
+        rd = self.run_dir
+        changes = UndoLog(load=lambda: list(rd.journal().endpoints),
+                          store=lambda entries: rd.record(endpoints=entries))
+        problems = undo_all(changes, self.host_for, cli.command, (CephError,))
+        if not problems:
+            self.log("undid what the client endpoints left (mounts, CephFS changes)")
+        return problems
+
     def run(self) -> None:
         c, rd = self.changes, self.run_dir
         cli, config = c.cluster.cli, c.cluster.config
@@ -143,6 +159,8 @@ class Restore:
         if self.pending_cleanup is not None:
             cleanup, self.pending_cleanup = self.pending_cleanup, None
             problems += self._restored("the interrupted step's", cleanup)
+        if rd.journal().endpoints:  # before the pools: a filesystem holds its pools
+            problems += self._restored("client endpoints", lambda: self.undo_endpoints(cli))
         if c.touched and c.config_snapshot is not None:
             snapshot = c.config_snapshot
             problems += self._restored("ceph config", lambda: config.restore(snapshot))

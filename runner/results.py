@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from cephscope.runner.clients import per_client_rows
+from cephscope.runner.endpoints.undo import valid_entries
 from cephscope.runner.report.step_system import (
     SYSTEM_COLUMNS,
     mode_window,
@@ -119,6 +120,9 @@ class RunJournal:
     idle_baseline_taken: bool = False
     unrestored: list[str] = field(default_factory=list)  # said when a restore gave up
     release: str | None = None  # the release the run rebuilt the dev cluster on last
+    # client endpoints' changes beyond the run dir (runner/endpoints/undo.py): mounts on
+    # clients, a CephFS's data pool, a filesystem the run made
+    endpoints: list[dict[str, str]] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: Any, where: Path) -> RunJournal:
@@ -131,7 +135,8 @@ class RunJournal:
                   "idle_baseline": lambda v: v is None or (
                       isinstance(v, dict) and all(isinstance(v.get(k), int | float)
                                                   for k in ("start", "end"))),
-                  "release": lambda v: v is None or isinstance(v, str)}
+                  "release": lambda v: v is None or isinstance(v, str),
+                  "endpoints": valid_entries}
         problems = [f"{key}: unknown key" for key in data if key not in checks]
         problems += [f"{key}: {data[key]!r}: wrong type" for key, ok in checks.items()
                      if key in data and not ok(data[key])]
@@ -344,7 +349,8 @@ class RunDir:
                         "99", (r.get("latency_percentiles_seconds") or {}).get("99.0")),
                     "start": ts.get("started"), "end": ts.get("ended"),
                     "dead_time_seconds": ts.get("dead_time_seconds"),
-                    **system_columns(system, r.get("iops"), r.get("bandwidth_bytes_per_second")),
+                    **system_columns(system, r.get("iops"), r.get("bandwidth_bytes_per_second"),
+                                     mode),
                 })
         return rows
 

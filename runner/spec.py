@@ -29,14 +29,31 @@ from typing import Any
 
 import yaml
 
-from cephscope.runner.axes import axes_product
+from cephscope.runner.benchmark_params import INJECTED, step_params
+from cephscope.runner.endpoints.settings import (
+    NOT_FIO_DRIVERS,
+    CephfsPools,
+    EndpointSpec,
+    parse_cephfs_pools,
+    parse_client_endpoints,
+)
 from cephscope.runner.recovery import RecoverySpec, parse_recovery
+from cephscope.runner.rgw_endpoint import (
+    RgwEndpoint,
+    RgwSettings,
+    cbt_getput_endpoint,
+    cbt_s3_endpoint,
+    parse_rgw,
+    spec_secrets,
+)
 from cephscope.runner.search.settings import AdaptiveIterations, parse_iterations, parse_search
 from cephscope.runner.spec_checker import (
     Checker,
     dotted,
 )
 from cephscope.runner.spec_safety import ssh_option_problem, sysctl_problem
+from cephscope.runner.workloads import KEY as WORKLOADS_KEY
+from cephscope.runner.workloads import parse_workloads
 
 # Keys in CBT's `cluster:` section that build or describe a cluster cephscope does not manage:
 # accepted (so a CBT file loads as it is) with one warning line each.
@@ -59,7 +76,7 @@ CBT_CLUSTER_KEYS_IGNORED = frozenset(
 # `cluster:` keys cephscope acts on.
 CLUSTER_KEYS_USED = frozenset(
     {"use_existing", "iterations", "pool_profiles", "erasure_profiles", "conf_file", "clusterid",
-     "osd_ra", "recovery_test",
+     "osd_ra", "recovery_test", "cephfs_pools",
      # where things run (CBT's names), and how the runner reaches them over SSH (cephscope's)
      "head", "clients", "osds", "mons", "user",
      "ssh_config", "ssh_port", "ssh_identity_file", "ssh_options"}
@@ -75,9 +92,9 @@ OSD_ID_PLACEHOLDER = "{id}"
 TOP_KEYS = frozenset(
     {"cluster", "benchmarks", "pool_profiles", "erasure_profiles", "iterations", "ceph_config",
      "restart", "name", "description", "search", "osd_ra", "block_queue", "sysctl",
-     "recovery_test", "devcluster"}
+     "recovery_test", "devcluster", "client_endpoints", "rgw"}
 )
-TOP_KEYS_CBT_IGNORED = frozenset({"monitoring_profiles", "client_endpoints"})
+TOP_KEYS_CBT_IGNORED = frozenset({"monitoring_profiles"})
 
 # Benchmark parameters CBT knows but cephscope does not act on (warned, then dropped).
 CBT_BENCHMARK_KEYS_IGNORED = frozenset(
@@ -93,12 +110,14 @@ CBT_BENCHMARK_KEYS_IGNORED = frozenset(
         "vol_order", "pgs", "pgs_per_pool", "total_iodepth", "recov_pool_profile",
         "recov_pool_name", "wait_pgautoscaler_timeout", "fio_cpu_set", "procs_per_client",
         "iterations", "acceptable", "concurrent_procs", "rbdname",
+        # CBT's rawfio example: a client-side filesystem it no longer makes
+        "use_dir", "client_dir", "client_dev", "client_mkfs", "client_fs",
     }
 )
 # CBT benchmarks cephscope does not have: refused, naming the ones it has.
 CBT_BENCHMARKS_MISSING = frozenset(
-    {"rbdfio", "kvmrbdfio", "rawfio", "hsbench", "cosbench", "getput", "nullbench",
-     "cephtestrados", "fio", "smallfile", "std_fio", "stdfiobench", "elbencho", "cephfsfio"}
+    {"rbdfio", "kvmrbdfio", "cosbench", "nullbench", "cephtestrados", "smallfile",
+     "std_fio", "stdfiobench", "elbencho", "cephfsfio"}
 )
 # Parameter every benchmark accepts: the pool profile the step runs on (an axis if a list).
 COMMON_BENCHMARK_KEYS = frozenset({"pool_profile"})
@@ -122,6 +141,12 @@ QUEUE_ATTRIBUTE = re.compile(r"^(iosched/)?[a-z0-9_]+$")
 SYSCTL_NAME = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_-]+)+$")
 # A Ceph release as `devcluster.release` names it (which ones exist is the dev cluster's say).
 RELEASE_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+# An erasure-code profile the cluster defines, named by a pool profile (looked up at start).
+ERASURE_PROFILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+# What a profile looked up on the cluster holds: known once it is looked up, so never part of
+# a step's identity (the profile's name is).
+CLUSTER_ERASURE_SETTINGS = ("erasure_k", "erasure_m", "erasure_plugin", "failure_domain",
+                            "stripe_unit")
 DEVCLUSTER_KEYS = frozenset({"release"})
 
 
@@ -148,13 +173,21 @@ class PoolProfile:
     prefill_recovery_objects: int = 0
     prefill_recovery_object_size: int = 4 << 20
     prefill_recovery_threads: int = 16
+    # an erasure-code profile the spec names but does not define: the cluster's, looked up at
+    # start (runner/cluster_erasure_profiles.py) and used as it is
+    cluster_erasure_profile: str | None = None
 
     @property
     def is_erasure(self) -> bool:
         return self.replication is None
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        d = dict(self.__dict__)
+        if d.pop("cluster_erasure_profile") is None:
+            return d
+        for key in CLUSTER_ERASURE_SETTINGS:
+            d.pop(key)
+        return {**d, "cluster_erasure_profile": self.cluster_erasure_profile}
 
 
 @dataclass(frozen=True)
@@ -211,6 +244,11 @@ class Spec:
     # CBT's per-benchmark `idle_monitor_sleep`: cephscope records one idle window at run start,
     # as long as the longest one asked for (the `--idle-baseline` flag overrides it)
     idle_baseline_seconds: float | None = None
+    # CBT's top-level client_endpoints sections by name, and cluster.cephfs_pools
+    client_endpoints: dict[str, EndpointSpec] = field(default_factory=dict)
+    cephfs_pools: CephfsPools | None = None
+    # the RADOS Gateway as the spec gives it (`rgw:`, CBT's s3 client endpoints, getput's keys)
+    rgw: RgwSettings | None = None
 
     def line_of(self, path: tuple[Any, ...]) -> int | None:
         # Fall back to the closest enclosing key that has a line.
@@ -234,6 +272,10 @@ class Spec:
             **({"sysctl_on": self.sysctl_on} if self.sysctl_on else {}),
             **({"recovery_test": self.recovery.to_dict()} if self.recovery else {}),
             **({"devcluster": {"release": list(self.releases)}} if self.releases else {}),
+            **({"client_endpoints": {n: e.to_dict() for n, e in self.client_endpoints.items()}}
+               if self.client_endpoints else {}),
+            **({"cephfs_pools": self.cephfs_pools.to_dict()} if self.cephfs_pools else {}),
+            **({"rgw": self.rgw.to_dict()} if self.rgw else {}),
             "benchmarks": self.benchmarks,
             "pool_profiles": {n: p.to_dict() for n, p in self.pool_profiles.items()},
             "restart": {
@@ -476,6 +518,12 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
             if profile is not None:
                 spec.pool_profiles[profile.name] = profile
 
+    spec.client_endpoints = parse_client_endpoints(c, ("client_endpoints",),
+                                                   data.get("client_endpoints"),
+                                                   spec.pool_profiles)
+    spec.cephfs_pools = parse_cephfs_pools(c, ("cluster", "cephfs_pools"),
+                                           cluster.get("cephfs_pools"), spec.pool_profiles)
+
     # ceph_config: option -> scalar or axis list
     cc = c.mapping(("ceph_config",), data.get("ceph_config"))
     for option, value in cc.items():
@@ -496,6 +544,9 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
 
     # benchmarks
     recov_types: dict[str, Any] = {}
+    # where-is-the-target keys of benchmarks (getput's auth/user/key, hsbench's
+    # client_endpoints): not step parameters, the run's gateway endpoint
+    endpoint_params: dict[str, dict[str, Any]] = {}
     bms = c.mapping(("benchmarks",), data.get("benchmarks"))
     if not bms and "benchmarks" not in data:
         c.error(("benchmarks",), None, "missing: the spec needs at least one benchmark")
@@ -524,13 +575,32 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
                         c.error((*pk, i) if isinstance(value, list) else pk, n,
                                 "no such pool profile (define it under pool_profiles)")
                 kept[key] = value
+            elif key == "client_endpoints" and key in accepted:
+                names = c.axis_values(pk, value, (str,))
+                sections = data.get("client_endpoints")
+                for i, n in enumerate(names or []):
+                    if n not in spec.client_endpoints:
+                        section = sections.get(n) if isinstance(sections, dict) else None
+                        driver = section.get("driver") if isinstance(section, dict) else None
+                        c.error((*pk, i) if isinstance(value, list) else pk, n,
+                                NOT_FIO_DRIVERS.get(driver, "no such client_endpoints section"))
+                kept[key] = value
+            elif key == WORKLOADS_KEY and key in accepted:
+                block = parse_workloads(c, pk, value, accepted)
+                if block is not None:
+                    kept[key] = block
+            elif key in INJECTED:
+                c.error(pk, value, f"unknown {bname} parameter (set by cephscope itself)")
             elif key == "prefill" and isinstance(value, dict) and "prefill" in accepted:
                 # CBT's form: fio options of its prefill job; cephscope prefills its own way
                 c.warn(pk, f"CBT {bname} prefill options {sorted(value)} are not used; "
                            "images are prefilled with 4 MiB sequential writes")
                 kept[key] = True
+            elif key in getattr(cls, "endpoint_keys", ()):
+                endpoint_params.setdefault(bname, {})[key] = value
             elif key in accepted:
-                if c.axis_values(pk, value, tuple(accepted[key])) is not None:
+                minus_one = key in getattr(cls, "unlimited_keys", ())
+                if c.axis_values(pk, value, tuple(accepted[key]), minus_one=minus_one) is not None:
                     kept[key] = value
             elif key == "recov_test_type":  # CBT's, per benchmark: applies to the recovery test
                 recov_types[bname] = value
@@ -560,6 +630,7 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
     if recov_types and spec.recovery is None:
         c.error(("benchmarks",), recov_types, "recov_test_type without a recovery_test section")
 
+    spec.rgw = _rgw_settings(c, data, endpoint_params)
     if "search" in data:
         spec.search = parse_search(c, ("search",), data["search"], spec.benchmarks)
     spec.releases = _parse_devcluster(c, data.get("devcluster"))
@@ -576,17 +647,47 @@ def validate_spec(path: Path, data: Any, lines: dict[tuple[Any, ...], int],
     for bname, params in spec.benchmarks.items():
         cls = benchmark_classes[bname]
         seen: set[str] = set()
-        for combo in axes_product(params):
+        for each in step_params(params, spec.client_endpoints, spec.cephfs_pools):
+            combo = each.params
             for problem in cls.validate(combo) or []:
                 if problem in seen:  # the same problem in every combination: said once
                     continue
                 seen.add(problem)
-                shown = {k: v for k, v in combo.items() if isinstance(params.get(k), list)}
+                shown = {k: v for k, v in combo.items() if k in each.axes or k == "workload"}
                 c.problems.append(f"{spec.where(('benchmarks', bname))}: benchmarks.{bname}"
                                   f"{' ' + repr(shown) if shown else ''}: {problem}")
     if c.problems:
         raise SpecError(c.problems)
     return spec
+
+
+def _rgw_settings(c: Checker, data: dict[str, Any],
+                  endpoint_params: dict[str, dict[str, Any]]) -> RgwSettings | None:
+    """The gateway as the spec gives it: CBT's places (an S3 benchmark's `client_endpoints`
+    entry of driver s3, getput's auth/user/key), cephscope's `rgw:` section over them."""
+    found = RgwEndpoint()
+    keys: list[str] = []
+    for bname, params in endpoint_params.items():
+        kp: tuple[Any, ...] = ("benchmarks", bname)
+        if "client_endpoints" in params:
+            name = params["client_endpoints"]
+            sections = data.get("client_endpoints")
+            if not isinstance(sections, dict) or name not in sections:
+                c.error((*kp, "client_endpoints"), name,
+                        "no such client endpoint (define it under client_endpoints)")
+                continue
+            layer = cbt_s3_endpoint(c, ("client_endpoints", name), sections[name])
+        else:
+            layer = cbt_getput_endpoint(c, kp, params)
+        keys += spec_secrets(layer)
+        found = layer.over(found)
+    section = parse_rgw(c, ("rgw",), data.get("rgw")) if "rgw" in data else None
+    if section is not None:
+        keys += spec_secrets(section.endpoint)
+        found = section.endpoint.over(found)
+    if section is None and not endpoint_params:
+        return None
+    return RgwSettings(found, section.keys_file if section else None, tuple(keys))
 
 
 def _parse_devcluster(c: Checker, section: Any) -> tuple[str, ...]:
@@ -622,8 +723,12 @@ def _acted_on(data: dict[str, Any], benchmark_classes: Mapping[str, Any]) -> dic
             if bname not in benchmark_classes:
                 continue
             accepted = getattr(benchmark_classes[bname], "parameters", {})
+            # a tool's path is argv[0] only, looked up before anything runs (CBT's examples
+            # write placeholders such as /home/<user>/go/…/hsbench)
+            paths = getattr(benchmark_classes[bname], "tool_path_keys", frozenset())
             benchmarks[bname] = ({k: v for k, v in params.items()
-                                  if k in accepted or k not in CBT_BENCHMARK_KEYS_IGNORED}
+                                  if (k in accepted or k not in CBT_BENCHMARK_KEYS_IGNORED)
+                                  and k not in paths}
                                  if isinstance(params, dict) else params)
         kept["benchmarks"] = benchmarks
     return kept
@@ -665,9 +770,8 @@ def _pool_profile(c: Checker, kp: tuple[Any, ...], name: str, pp: Any,
         if ep_name is not None:
             ep = erasure_profiles.get(str(ep_name))
             if ep is None:
-                c.error((*kp, "erasure_profile"), ep_name,
-                        "no such erasure profile (define it under erasure_profiles)")
-                return None
+                return _cluster_erasure_profile(c, kp, name, ep_name, pg_num, before,
+                                                bool(ec_overwrites), prefill)
             k = ep.get("erasure_k", ep.get("k", k))
             m = ep.get("erasure_m", ep.get("m", m))
             plugin = ep.get("erasure_plugin", ep.get("plugin", plugin))
@@ -687,6 +791,24 @@ def _pool_profile(c: Checker, kp: tuple[Any, ...], name: str, pp: Any,
     if len(c.problems) > before or size is None or pg_num is None:
         return None
     return PoolProfile(name=name, replication=size, pg_num=pg_num, **prefill)
+
+
+def _cluster_erasure_profile(c: Checker, kp: tuple[Any, ...], name: str, ep_name: Any,
+                             pg_num: int | None, before: int, ec_overwrites: bool,
+                             prefill: dict[str, Any]) -> PoolProfile | None:
+    """A pool profile naming an erasure profile the spec does not define (CBT's files expect
+    it on the cluster): its settings are looked up on the cluster at start."""
+    if not isinstance(ep_name, str) or not ERASURE_PROFILE_NAME.match(ep_name):
+        c.error((*kp, "erasure_profile"), ep_name,
+                "not an erasure-code profile name (letters, digits, '_', '.', '-')")
+        return None
+    c.warn((*kp, "erasure_profile"),
+           f"{ep_name!r} is not defined under erasure_profiles: the cluster's profile of that "
+           f"name is used, looked up at start (`ceph osd erasure-code-profile get {ep_name}`)")
+    if len(c.problems) > before or pg_num is None:
+        return None
+    return PoolProfile(name=name, replication=None, pg_num=pg_num, ec_overwrites=ec_overwrites,
+                       cluster_erasure_profile=ep_name, **prefill)
 
 
 def _host_knobs(c: Checker, spec: Spec, data: dict[str, Any], cluster: dict[str, Any],

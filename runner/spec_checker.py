@@ -4,9 +4,12 @@ takes it, the key path of its section and the value, and returns the parsed valu
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from cephscope.runner.redaction import is_secret_name, redact_value
 
 # where a key path is in the spec, e.g. "spec.yaml:12"
 Where = Callable[[tuple[Any, ...]], str]
@@ -16,6 +19,8 @@ Where = Callable[[tuple[Any, ...]], str]
 SHELL_METACHARACTERS = frozenset(";&|$`<>(){}\\\n\r'\"*?!")
 
 SCALAR_TYPES = (bool, int, float, str)
+# What a run's kept copy of a spec holds in place of a key (redaction.redact_value).
+REDACTED_VALUE = re.compile(r"<redacted [0-9a-f]{12}>")
 
 
 def dotted(path: tuple[Any, ...]) -> str:
@@ -56,6 +61,9 @@ class Checker:
         self.problems.append(f"{self.where(key_path)}: {text}")
 
     def error(self, key_path: tuple[Any, ...], value: Any, message: str) -> None:
+        # a value under a key named like a secret (secret_key, swift_key, …) is never shown
+        if any(isinstance(part, str) and is_secret_name(part) for part in key_path):
+            value = redact_value(value)
         self.problem(key_path, f"{dotted(key_path)}: {value!r}: {message}")
 
     def warn(self, key_path: tuple[Any, ...], message: str) -> None:
@@ -72,6 +80,8 @@ class Checker:
     def shell_safe(self, key_path: tuple[Any, ...], value: Any) -> None:
         """Reject any string anywhere below key_path that holds shell metacharacters."""
         if isinstance(value, str):
+            if REDACTED_VALUE.fullmatch(value):  # a key a run's kept spec holds redacted
+                return
             bad = sorted({c for c in value if c in SHELL_METACHARACTERS})
             if bad:
                 self.error(key_path, value,
@@ -85,8 +95,10 @@ class Checker:
                 self.shell_safe((*key_path, i), v)
 
     def axis_values(self, key_path: tuple[Any, ...], value: Any,
-                    allowed: tuple[type, ...] = SCALAR_TYPES) -> list[Any] | None:
-        """A scalar or a non-empty list of scalars of the allowed types; None if invalid."""
+                    allowed: tuple[type, ...] = SCALAR_TYPES, minus_one: bool = False
+                    ) -> list[Any] | None:
+        """A scalar or a non-empty list of scalars of the allowed types; None if invalid.
+        `minus_one`: -1 is a value ("unlimited", hsbench's convention), other negatives not."""
         values = value if isinstance(value, list) else [value]
         if isinstance(value, list) and not value:
             self.error(key_path, value, "empty list: a sweep axis needs at least one value")
@@ -98,7 +110,8 @@ class Checker:
                 names = "/".join(t.__name__ for t in allowed)
                 self.error(vp, v, f"wrong type {type(v).__name__}; expected {names}")
                 ok = False
-            elif isinstance(v, int | float) and not isinstance(v, bool) and v < 0:
+            elif isinstance(v, int | float) and not isinstance(v, bool) and v < 0 \
+                    and not (minus_one and v == -1):
                 self.error(vp, v, "must not be negative")
                 ok = False
         if ok and isinstance(value, list) and len({canon(v) for v in values}) != len(values):

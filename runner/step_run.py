@@ -24,6 +24,7 @@ from cephscope.runner.benchmarks.base import (
 from cephscope.runner.benchmarks.radosbench import prefill_argv
 from cephscope.runner.cephclient import CephError, ClusterLost, cluster_lost
 from cephscope.runner.clients import client_windows, start_skew
+from cephscope.runner.endpoints.undo import UndoLog
 from cephscope.runner.hostexec import HostExec, HostExecError, LocalHost
 from cephscope.runner.knobs.base import KnobError
 from cephscope.runner.options import SweepOptions
@@ -32,6 +33,7 @@ from cephscope.runner.pools import PoolManager
 from cephscope.runner.progress import Progress
 from cephscope.runner.recovery import RecoveryTest
 from cephscope.runner.results import RunDir
+from cephscope.runner.rgw_endpoint import RgwEndpoint
 from cephscope.runner.signals import Interrupted
 from cephscope.runner.spec import Spec
 from cephscope.runner.steps import Step
@@ -64,11 +66,17 @@ class StepRunner:
     prefill_host: HostExec = field(default_factory=LocalHost)
     pending_cleanup: Callable[[], list[str]] | None = None
     recovery: RecoveryTest | None = None
+    # the gateway the RGW benchmarks drive (runner/rgw_endpoint.py)
+    rgw: RgwEndpoint | None = None
 
     def pool_for(self, step: Step) -> tuple[str, str | None]:
-        """(pool, data pool or None) of the step, created when missing."""
+        """(pool, data pool or None) of the step, created when missing; ("", None) for a step
+        that runs on no pool of its own (e.g. CephFS endpoints on the filesystem's pools)."""
         spec = self.spec
-        application = self.benchmarks[step.benchmark].pool_application
+        cls = self.benchmarks[step.benchmark]
+        if not cls.needs_pool(step.params):
+            return "", None
+        application = cls.application(step.params)
         before = len(self.pools.created)
         if step.pool_profile:
             name = self.pools.ensure(spec.pool_profiles[step.pool_profile], application)
@@ -84,6 +92,24 @@ class StepRunner:
             # a new pool's PGs must be clean first
             self.cluster.config.restarter.wait_pgs_active_clean()
         return name, data_pool
+
+    def ensure_pool(self, profile: str, application: str, role: str = "") -> str:
+        """The run's pool for a profile (`role`: a second pool of the same profile, named
+        after it), its PGs clean when it is new."""
+        made = self.spec.pool_profiles[profile]
+        if role:
+            made = dataclasses.replace(made, name=f"{made.name}-{role}")
+        before = len(self.pools.created)
+        name = self.pools.ensure(made, application)
+        if len(self.pools.created) != before:
+            self.cluster.config.restarter.wait_pgs_active_clean()
+        return name
+
+    def endpoint_changes(self) -> UndoLog:
+        """The run's journal of client endpoints' changes (mounts, CephFS pools)."""
+        rd = self.run_dir
+        return UndoLog(load=lambda: list(rd.journal().endpoints),
+                       store=lambda entries: rd.record(endpoints=entries))
 
     def run_one(self, step: Step, baseline: Mapping[str, Any] | None,
                 progress: Progress) -> str | None:
@@ -126,10 +152,15 @@ class StepRunner:
                                 self.opts.cluster_timeout_seconds, io=True),
                 timeout_seconds=self.opts.step_timeout_seconds
                 or max(600.0, 3 * cls.estimated_seconds(params)),
-                clients=self.clients)
+                clients=self.clients, ceph=cli.command, ensure_pool=self.ensure_pool,
+                undo=self.endpoint_changes(), log=self.log, rgw=self.rgw)
             ts["prepare_start"] = time.time()
             metrics.set_phase("prepare", step.id)
             bench.prepare(ctx)  # includes the RBD prefill
+            if bench.has_precondition:  # CBT's precondition workload: a phase of its own
+                metrics.set_phase("precondition", step.id)
+                bench.precondition(ctx)
+                ts["preconditioned"] = time.time()
             metrics.set_phase(None)
             ts["prepared"] = time.time()
             if hygiene is not None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cephscope.runner.axes import axes_product
+from cephscope.runner.benchmark_params import step_params
 from cephscope.runner.spec import Spec
 
 # Labels the runner sets itself on cephscope_step_info; an axis may not shadow them.
@@ -122,17 +123,20 @@ def _release_steps(spec: Spec, release: str | None) -> list[Step]:
     config_axes = [k for k, v in spec.ceph_config.items() if isinstance(v, list)]
     for iteration in range(spec.iterations):
         for bname, bparams in spec.benchmarks.items():
-            param_axes = [k for k, v in bparams.items() if isinstance(v, list)]
             knob_section = {**spec.knobs, **spec.benchmark_knobs.get(bname, {})}
             knob_axes = [k for k, v in knob_section.items() if isinstance(v, list)]
+            sets = step_params(bparams, spec.client_endpoints, spec.cephfs_pools)
+            workloads = len({s.workload for s in sets}) > 1
             for cfg, knobs in itertools.product(config_combos, axes_product(knob_section)):
-                for combo in axes_product(bparams):
-                    pool = combo.pop("pool_profile", None)
+                for each in sets:
+                    combo, pool = dict(each.params), each.pool_profile
                     profile = spec.pool_profiles[pool].to_dict() if pool else None
                     axes: dict[str, Any] = {RELEASE_AXIS: release} if release else {}
                     axes.update({f"ceph_config.{k}": cfg[k] for k in config_axes})
                     axes.update({k: knobs[k] for k in knob_axes})
-                    for k in param_axes:
+                    if workloads:  # CBT's workloads block: each workload its own steps
+                        axes[f"{bname}.workload"] = each.workload
+                    for k in each.axes:
                         if k == "pool_profile":
                             axes["pool_profile"] = pool
                         else:

@@ -27,21 +27,33 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from cephscope.runner.benchmarks.base import Benchmark
+from cephscope.runner import cluster_erasure_profiles
+from cephscope.runner.benchmarks.base import Benchmark, PreflightAccess
 from cephscope.runner.cephclient import CephError, CephTarget
 from cephscope.runner.clients import ClientsError, close_clients, require_reachable
 from cephscope.runner.dry_run import change_lines
+from cephscope.runner.endpoints.undo import UndoLog, undo_all
+from cephscope.runner.hostexec import HostExecError
 from cephscope.runner.metadata_names import metadata_problems
 from cephscope.runner.options import SweepOptions
-from cephscope.runner.planning import Plan, Planner, dry_run_inputs, search_plan, searches
+from cephscope.runner.planning import (
+    NOT_REACHABLE,
+    Plan,
+    Planner,
+    dry_run_inputs,
+    search_plan,
+    searches,
+)
 from cephscope.runner.progress import format_duration
 from cephscope.runner.release_switch import check_releases
+from cephscope.runner.requirements import endpoint_problems, missing_tools
 from cephscope.runner.restart import StateRestartJournal
 from cephscope.runner.results import ResultsError, RunDir, make_run_id
+from cephscope.runner.rgw_endpoint import redact_text
 from cephscope.runner.search import live as live_search
 from cephscope.runner.signals import Interrupted
 from cephscope.runner.spec import Spec, SpecError, load_spec
-from cephscope.runner.sweep_run import SweepError, SweepRun
+from cephscope.runner.sweep_run import SweepError, SweepRun, endpoint_host_for
 from cephscope.runner.wiring import ClusterParts, Collaborators, Wire, WiringError
 
 __all__ = ["Interrupted", "Plan", "Sweep", "SweepError", "SweepOptions", "benchmark_registry"]
@@ -103,9 +115,21 @@ class Sweep:
         cluster = parts.cluster
         planner = Planner(self.benchmarks, cluster.config if cluster else None,
                           cluster.host_knobs if cluster else None, self.log)
+        unrunnable = endpoint_problems(spec, self.benchmarks, parts.rgw)
+        if any(self.benchmarks[name].rgw_api for name in spec.benchmarks):
+            self.log("gateway: " + ", ".join(f"{k} {v}" for k, v in parts.rgw.describe().items()
+                                             if v and k != "from"))
         if self.opts.dry_run:
             plan = planner.plan(spec, cluster_optional=True)
             planner.print_plan(plan)
+            # a dry run reaches no client: the tools are looked for here only
+            for problem in unrunnable + missing_tools(spec, self.benchmarks, ()):
+                self.log(f"a run would be refused: {problem}")
+            reachable = cluster is not None and not any(n.startswith(NOT_REACHABLE)
+                                                        for n in plan.notes)
+            for line in cluster_erasure_profiles.dry_run_lines(
+                    spec, plan.steps, cluster.cli if reachable and cluster else None):
+                self.log(line)
             for line in change_lines(dry_run_inputs(spec, plan, self.opts, self.benchmarks,
                                                     parts)):
                 self.log(line)
@@ -126,19 +150,46 @@ class Sweep:
                 raise SweepError(str(exc)) from exc
             self.log(f"benchmarks run on {len(parts.clients)} client(s): "
                      f"{', '.join(c.name for c in parts.clients)}")
+        unrunnable += missing_tools(spec, self.benchmarks, parts.clients)
+        if unrunnable:
+            cluster.cli.close()
+            close_clients(parts.clients, parts.ssh_control_dir)
+            raise SweepError("refusing the run (nothing was changed): " + "; ".join(unrunnable))
         if self.opts.resume_dir is not None:
             rd = self.run_dir = RunDir(self.opts.resume_dir)
             steps = rd.steps()
             self._resume_restart(parts, cluster)  # before the plan reads every OSD's values
             # a search's steps are decided as it goes: plan over the whole grid
             plan = planner.plan(spec) if searches(spec) else planner.plan(spec, steps)
+            self._preflight(plan, parts, cluster)
+            self._resume_mounts(rd, parts, cluster)
             done = sum(1 for s in steps if rd.is_done(s))
             self.log(f"resuming run {rd.run_id}: {done}/{len(steps)} steps already done")
+            self._look_up_erasure_profiles(spec, plan, parts, cluster)
         else:
             plan = planner.plan(spec)
+            self._look_up_erasure_profiles(spec, plan, parts, cluster)
+            self._preflight(plan, parts, cluster)
             rd = self._create_run_dir(spec, spec_text, plan)
         run = SweepRun(self.opts, self.benchmarks, self._wired, self.log)
         return run.execute(spec, plan, rd, parts, cluster)
+
+    def _look_up_erasure_profiles(self, spec: Spec, plan: Plan, parts: Collaborators,
+                                  cluster: ClusterParts) -> None:
+        """The cluster's erasure-code profiles that pool profiles name (reads only, before
+        any change): the spec's pool profiles get their settings; one the cluster lacks
+        refuses the run."""
+        try:
+            found = cluster_erasure_profiles.look_up(spec, plan.steps, cluster.cli)
+        except (SpecError, CephError):
+            cluster.cli.close()
+            close_clients(parts.clients, parts.ssh_control_dir)
+            raise
+        for name, profile in found.items():
+            self.log(f"pool profile {name}: the cluster's erasure-code profile "
+                     f"{profile.cluster_erasure_profile} "
+                     f"({cluster_erasure_profiles.describe(profile)})")
+        spec.pool_profiles.update(found)
 
     def _create_run_dir(self, spec: Spec, spec_text: str, plan: Plan) -> RunDir:
         spec_path = spec.path
@@ -148,8 +199,10 @@ class Sweep:
         run_id = (self.opts.results_dir.name if self.opts.results_dir is not None
                   else make_run_id(spec_path))
         path = self.opts.results_dir or Path("results") / run_id
+        # keys the spec held are not kept in the run dir (runner/rgw_endpoint.py)
+        kept_text = redact_text(spec_text, list(spec.rgw.spec_keys)) if spec.rgw else spec_text
         rd = self.run_dir = RunDir.create(
-            path, run_id, spec_path, spec_text, spec.resolved(),
+            path, run_id, spec_path, kept_text, spec.resolved(),
             [] if searches(spec) else plan.steps,
             meta={"restart_options": sorted(plan.restart_options),
                   "estimated_seconds": plan.estimated_seconds})
@@ -185,6 +238,41 @@ class Sweep:
             close_clients(parts.clients, parts.ssh_control_dir)
             raise SweepError("refusing the cluster's osd metadata (nothing was run on any "
                              "host or changed on the cluster): " + "; ".join(problems))
+
+    def _preflight(self, plan: Plan, parts: Collaborators, cluster: ClusterParts) -> None:
+        """Each benchmark's reads of the cluster and clients before anything changes (a kernel
+        module a client endpoint needs, a CephFS to use): a problem refuses the sweep."""
+        access = PreflightAccess(tuple(parts.clients), cluster.cli.command)
+        problems: list[str] = []
+        for name, cls in self.benchmarks.items():
+            params = [s.params for s in plan.steps if s.benchmark == name]
+            if not params:
+                continue
+            try:
+                problems += cls.preflight(params, access)
+            except (CephError, HostExecError) as exc:
+                problems.append(f"{name}: {exc}")
+        if problems:
+            cluster.cli.close()
+            close_clients(parts.clients, parts.ssh_control_dir)
+            raise SweepError("refused before any change: " + "; ".join(problems))
+
+    def _resume_mounts(self, rd: RunDir, parts: Collaborators, cluster: ClusterParts) -> None:
+        """Mounts a killed run left on its clients (its step's endpoints): unmounted before
+        the step runs again. The run's CephFS changes stay: the rest of the run uses them."""
+        changes = UndoLog(load=lambda: list(rd.journal().endpoints),
+                          store=lambda entries: rd.record(endpoints=entries))
+        left = [e["path"] for e in changes.entries() if e["kind"] == "mount"]
+        if not left:
+            return
+        self.log(f"the previous run left {len(left)} mount(s): unmounting {', '.join(left)}")
+        problems = undo_all(changes, endpoint_host_for(parts), cluster.cli.command, (CephError,),
+                            kinds=("mount",))
+        if problems:
+            cluster.cli.close()
+            close_clients(parts.clients, parts.ssh_control_dir)
+            raise SweepError("the previous run left mounts that could not be unmounted: "
+                             + "; ".join(problems))
 
     def _restarting_osds(self) -> list[int]:
         if self.run_dir is None:

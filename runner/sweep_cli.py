@@ -23,6 +23,7 @@ from cephscope.runner.options import (
     SweepOptions,
 )
 from cephscope.runner.results import ResultsError
+from cephscope.runner.rgw_endpoint import ENV_ACCESS_KEY, ENV_SECRET_KEY, ENV_SWIFT_KEY, RgwFlags
 from cephscope.runner.spec import RESTART_METHODS, SSH_OPTION, SpecError
 from cephscope.runner.sweep import Sweep, SweepError
 from cephscope.runner.wiring import wiring_for
@@ -55,6 +56,8 @@ CLUSTER = "cluster"
 CLIENTS = "clients (benchmarks on other hosts, over SSH)"
 OBSERVABILITY = "observability"
 HYGIENE = "run hygiene (each on by default)"
+RGW = (f"RADOS Gateway (swiftbench, hsbench, getput; keys never on the command line: "
+       f"--rgw-keys-file or ${ENV_ACCESS_KEY}, ${ENV_SECRET_KEY}, ${ENV_SWIFT_KEY})")
 
 
 def _client_names(text: str | None) -> tuple[str, ...] | None:
@@ -163,6 +166,17 @@ FLAGS: tuple[Flag, ...] = (
          help="attach annotations to this dashboard (default: organisation-wide)"),
     flag("--baseline", to="baseline_dir", group=OBSERVABILITY, type=Path, metavar="RUN_DIR",
          help="publish this earlier run's per-step results as baseline metrics"),
+    flag("--rgw-endpoint", to="rgw.endpoint", group=RGW, metavar="URL",
+         help="the gateway's S3 endpoint, e.g. http://rgw1:8080 (default: the dev cluster's, "
+              "else the spec's rgw.endpoint)"),
+    flag("--rgw-swift-auth-url", to="rgw.swift_auth_url", group=RGW, metavar="URL",
+         help="the gateway's Swift auth URL, e.g. http://rgw1:8080/auth/v1.0"),
+    flag("--rgw-swift-user", to="rgw.swift_user", group=RGW, metavar="ACCOUNT:SUBUSER",
+         help="the Swift user, e.g. bench:swift"),
+    flag("--rgw-keys-file", to="rgw.keys_file", group=RGW, type=Path, metavar="FILE",
+         help="JSON or YAML with any of endpoint, access_key, secret_key, swift_auth_url, "
+              "swift_user, swift_key (a dev cluster's rgw.json is one); overrides the spec "
+              "and the dev cluster"),
     flag("--no-drop-caches", to="hygiene.drop_caches", group=HYGIENE, dest="drop_caches",
          action="store_false",
          help="do not sync + drop the page cache on OSD hosts and the client before each "
@@ -226,7 +240,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def options_from_args(args: argparse.Namespace, target: CephTarget | None = None) -> SweepOptions:
     """The options the flags set (FLAGS). Raises CrashPointError for a bad test hook value
     (see cephscope.runner.crashpoints)."""
-    values: dict[str, dict[str, Any]] = {"": {}, "hygiene": {}, "ssh": {}}
+    values: dict[str, dict[str, Any]] = {"": {}, "hygiene": {}, "ssh": {}, "rgw": {}}
     for f in FLAGS:
         if f.to is None:
             continue
@@ -235,7 +249,7 @@ def options_from_args(args: argparse.Namespace, target: CephTarget | None = None
         values[section][name] = f.convert(value) if f.convert is not None else value
     return SweepOptions(**values[""], target=target,
                         hygiene=HygieneOptions(**values["hygiene"]),
-                        ssh=SshSettings(**values["ssh"]),
+                        ssh=SshSettings(**values["ssh"]), rgw=RgwFlags(**values["rgw"]),
                         checkpoint=checkpoint_from_environ(os.environ))
 
 

@@ -22,6 +22,7 @@ from cephscope.runner.cephclient import (
 )
 from cephscope.runner.clients import close_clients
 from cephscope.runner.environment import capture as capture_environment
+from cephscope.runner.hostexec import HostExec, LocalHost
 from cephscope.runner.hygiene import HygieneOptions, quiet_gap_for
 from cephscope.runner.knobs.ceph_config import ConfigSnapshot
 from cephscope.runner.options import SweepOptions
@@ -48,6 +49,18 @@ Rewire = Callable[[Spec, CephTarget], Collaborators]
 
 class SweepError(RuntimeError):
     """The sweep cannot go on (said to the user as it is)."""
+
+
+def endpoint_host_for(parts: Collaborators) -> Callable[[str], HostExec]:
+    """A client by the name a client endpoint's journal entry gives it ("local": here)."""
+    by_name = {c.name: c for c in parts.clients}
+
+    def host_for(name: str) -> HostExec:
+        if name == "local":
+            return LocalHost()
+        return by_name.get(name) or parts.host_for(name)
+
+    return host_for
 
 
 @dataclass
@@ -82,7 +95,7 @@ class SweepRun:
                                                           created_erasure_profiles=e))
         return StepRunner(spec, self.opts, self.benchmarks, rd, cluster, parts.clients,
                           parts.target.tool_prefix, metrics, pools, self.log, self.failed,
-                          annotator)
+                          annotator, rgw=parts.rgw)
 
     def execute(self, spec: Spec, plan: Plan, rd: RunDir, parts: Collaborators,
                  cluster: ClusterParts) -> int:
@@ -117,9 +130,12 @@ class SweepRun:
                     changes.config_snapshot = cluster.config.snapshot(spec.ceph_config)
                     rd.write_pre_sweep_config(changes.config_snapshot.to_dict())
                 if rd.read_environment() is None and host_knobs is not None:
-                    rd.write_environment(capture_environment(
+                    environment = capture_environment(
                         cluster.cli, parts.host_for, parts.target.osd_asok,
-                        host_knobs.devices, parts.client_hosts))
+                        host_knobs.devices, parts.client_hosts)
+                    if any(self.benchmarks[name].rgw_api for name in spec.benchmarks):
+                        environment["rgw"] = parts.rgw.describe()  # keys redacted
+                    rd.write_environment(environment)
                 self._read_ceph_version(run)
                 if hygiene is not None:
                     hygiene.metrics = metrics
@@ -194,7 +210,7 @@ class SweepRun:
 
         return Restore(rd, run.changes, o.keep_pools, self.log, self.failed, run.metrics,
                        run.runner.pending_cleanup, after, o.restore_timeout_seconds,
-                       o.restore_grace_seconds)
+                       o.restore_grace_seconds, host_for=endpoint_host_for(parts))
 
     def _pull(self, rd: RunDir, steps: list[Step], final: bool) -> None:
         o = self.opts

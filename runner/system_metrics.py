@@ -96,7 +96,26 @@ def counter_series(figures: Figures = STACK_FIGURES) -> dict[str, str]:
         "osd_op_latency_sum": f"{lat}_sum{exporter}",
         "osd_op_latency_count": f"{lat}_count{exporter}",
         "osd_thread_cpu_seconds": figure_names.OSD_THREAD_CPU_SECONDS + exporter,
+        # the RADOS Gateways' own counters (empty where the cluster has none)
+        **rgw_counter_series(figures),
     }
+
+
+def rgw_counter_series(figures: Figures = STACK_FIGURES) -> dict[str, str]:
+    """The gateways' raw counters behind the RGW figures (cephscope.figures): requests and
+    failures, and per GET/PUT its ops, bytes and latency pair in both generations (`rgw` up
+    to Reef, Tentacle's `rgw_op`), named `rgw_<op>.<generation>_<what>`."""
+    exporter = selector(*figures.exporter)
+    series = {"rgw_requests": figure_names.RGW_REQUESTS + exporter,
+              "rgw_failed_requests": figure_names.RGW_FAILED_REQUESTS + exporter}
+    for op in figure_names.RGW_OPERATIONS:
+        for generation, (ops, nbytes, pair) in enumerate(figure_names.rgw_op_counters(op)):
+            name = f"rgw_{op}.{generation}"
+            series[f"{name}_ops"] = ops + exporter
+            series[f"{name}_bytes"] = nbytes + exporter
+            series[f"{name}_latency_sum"] = f"{pair}_sum{exporter}"
+            series[f"{name}_latency_count"] = f"{pair}_count{exporter}"
+    return series
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")

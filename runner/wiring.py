@@ -16,6 +16,7 @@ from cephscope.runner.knobs.ceph_config import ConfigManager
 from cephscope.runner.knobs.host import CLIENT_HOST, HostKnobs
 from cephscope.runner.options import DEFAULT_CONF, SweepOptions
 from cephscope.runner.restart import RestartJournal, make_restart_method
+from cephscope.runner.rgw_endpoint import RgwEndpoint, RgwEndpointError, resolve
 from cephscope.runner.spec import Spec
 
 Log = Callable[[str], None]
@@ -49,6 +50,8 @@ class Collaborators:
     ssh_control_dir: Path | None = None  # the clients' multiplexing sockets
     client_hosts: list[str] = field(default_factory=lambda: [CLIENT_HOST])
     host_for: Callable[[str], HostExec] = local_host
+    # the RADOS Gateway and its keys, from the spec, the target and the flags (empty: none)
+    rgw: RgwEndpoint = field(default_factory=RgwEndpoint)
 
 
 # (spec, target or None for the options' own, the run's restart journal) -> collaborators;
@@ -65,6 +68,10 @@ def wire(opts: SweepOptions, spec: Spec, target: CephTarget | None, journal: Res
     if target is None:
         target = CephTarget.plain(o.conf or Path(spec.conf_file or DEFAULT_CONF),
                                   o.client_name, o.keyring, o.asok_dir, spec.cluster_name)
+    try:
+        rgw = resolve(spec.rgw, target.rgw, o.rgw)
+    except RgwEndpointError as exc:
+        raise WiringError(str(exc)) from exc
     names = o.clients if o.clients is not None else spec.hosts.clients
     ssh = o.ssh.merged(spec.hosts, target.ssh_config)
     control_dir = None
@@ -77,7 +84,7 @@ def wire(opts: SweepOptions, spec: Spec, target: CephTarget | None, journal: Res
         raise WiringError(str(exc)) from exc
     if not Path(target.conf_path).exists():
         if o.dry_run:  # a dry run can plan without a cluster
-            return Collaborators(target, None, clients, control_dir)
+            return Collaborators(target, None, clients, control_dir, rgw=rgw)
         raise WiringError(f"ceph conf {target.conf_path} does not exist (use --conf or "
                           f"--devcluster)")
     cli = CephCli(target.conf_path, client_name=target.client_name,
@@ -105,7 +112,7 @@ def wire(opts: SweepOptions, spec: Spec, target: CephTarget | None, journal: Res
     hygiene = Hygiene(cli, host_for, host_knobs.devices, o.hygiene, log=log,
                       client_hosts=client_hosts)
     return Collaborators(target, ClusterParts(cli, config, host_knobs, hygiene), clients,
-                         control_dir, client_hosts, host_for)
+                         control_dir, client_hosts, host_for, rgw)
 
 
 def wiring_for(opts: SweepOptions, log: Log) -> Wire:

@@ -20,6 +20,14 @@ Summing over the latency axis gives ``cephscope_osd_op_size_bytes{ceph_daemon, o
 request sizes, ``le`` = the inclusive upper byte bound of each size bucket (a 4096-byte
 write falls in the 4096..8191 bucket, so ``le="8191"``); ``_sum`` from
 ``osd.op_<op>_inb``/``op_r_outb`` byte counters.
+
+What is exported is bounded (docs/metrics.md, *Series per OSD*): by default the latency
+histogram of ``r`` and ``w`` ops only (``--collector.histogram.ops``), with the OSD's
+buckets up to ``--collector.histogram.latency-max-seconds`` (30 s: beyond
+``osd_op_complaint_time`` an op is counted as blocked; slower ops still count in ``+Inf``),
+and the size histogram only with ``--collector.histogram.size``. An underflow bucket of an
+axis whose minimum is 0 cannot hold anything (no latency or size is below 0) and is never
+written.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from typing import Any
 from cephscope.exporter.asok import Daemon
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
 from cephscope.exporter.exposition import MetricFamily, MetricSink, format_value, line_prefix
-from cephscope.exporter.settings import HostSettings
+from cephscope.exporter.settings import HostSettings, option
 
 # op label -> (histogram counter in the "osd" collection, perf dump latency avg, bytes counter)
 OSD_OP_HISTOGRAMS: dict[str, tuple[str, str, str]] = {
@@ -42,6 +50,27 @@ OSD_OP_HISTOGRAMS: dict[str, tuple[str, str, str]] = {
 
 LATENCY_METRIC = "cephscope_osd_op_latency_seconds"
 SIZE_METRIC = "cephscope_osd_op_size_bytes"
+
+
+@dataclass(frozen=True)
+class HistogramSettings:
+    ops: str = option("r,w", "op kinds whose histograms are exported, comma-separated "
+                      "from r, w, rw", metavar="OPS")
+    latency_max_seconds: float = option(
+        30.0, "latency buckets up to this bound are exported, slower ops count in +Inf only; "
+        "0 = every bucket of the OSD's axis (up to 53,687 s)", metavar="SECONDS")
+    size: bool = option(False, "also export the op size histogram "
+                        "(cephscope_osd_op_size_bytes)")
+
+
+def parse_ops(text: str) -> tuple[str, ...]:
+    """The op kinds of --collector.histogram.ops, in the OSD's order."""
+    chosen = {o.strip() for o in text.split(",") if o.strip()}
+    unknown = chosen - set(OSD_OP_HISTOGRAMS)
+    if unknown or not chosen:
+        raise ValueError(f"--collector.histogram.ops {text!r}: expected a comma-separated list "
+                         f"of {', '.join(OSD_OP_HISTOGRAMS)}")
+    return tuple(o for o in OSD_OP_HISTOGRAMS if o in chosen)
 
 
 MAX_AXIS_BUCKETS = 1024
@@ -112,25 +141,41 @@ class HistogramCollector(DaemonCollector):
     default_enabled = True
     daemon_types = frozenset({"osd"})
 
-    def __init__(self, settings: Any = None, host: HostSettings | None = None) -> None:
+    settings_type = HistogramSettings
+
+    def __init__(self, settings: HistogramSettings | None = None,
+                 host: HostSettings | None = None) -> None:
         super().__init__(settings, host)
-        # Axis -> rendered le strings; axes are compile-time constants in the OSD.
-        self._le_cache: dict[tuple[Axis, str], list[str]] = {}
+        self.ops = parse_ops(self.settings.ops)
+        if self.settings.latency_max_seconds < 0:
+            raise ValueError("--collector.histogram.latency-max-seconds must be >= 0")
+        self.latency_max_ns = self.settings.latency_max_seconds * 1e9 or float("inf")
+        self.size = self.settings.size
+        # Axis -> rendered le strings (None: bucket not written); axes are compile-time
+        # constants in the OSD.
+        self._le_cache: dict[tuple[Axis, str], list[str | None]] = {}
         # (daemon, metric, op, axis) -> bucket line prefixes, +Inf, _sum, _count prefixes.
-        self._prefix_cache: dict[tuple[str, str, str, Axis], tuple[list[str], str, str, str]] = {}
+        self._prefix_cache: dict[
+            tuple[str, str, str, Axis], tuple[list[str | None], str, str, str]] = {}
 
     def prefetch(self, daemon: Daemon) -> Sequence[tuple[str, dict[str, Any]]]:
         return (("perf histogram dump", {}), ("perf dump", {}))
 
-    def _les(self, axis: Axis, unit: str) -> list[str]:
+    def _les(self, axis: Axis, unit: str) -> list[str | None]:
+        """The `le` of each bucket but the overflow, None where no line is written: an
+        underflow bucket below 0 (nothing is), latency buckets above the maximum."""
         key = (axis, unit)
         les = self._le_cache.get(key)
         if les is None:
-            bounds = axis.exclusive_upper_bounds()
-            if unit == "ns":
-                les = [format_value(b / 1e9) for b in bounds]
-            else:  # whole bytes: inclusive upper bound
-                les = [format_value(b - 1) for b in bounds]
+            les = []
+            for index, bound in enumerate(axis.exclusive_upper_bounds()):
+                if index == 0 and axis.minimum <= 0:
+                    les.append(None)
+                elif unit == "ns":
+                    les.append(format_value(bound / 1e9) if bound <= self.latency_max_ns
+                               else None)
+                else:  # whole bytes: inclusive upper bound
+                    les.append(format_value(bound - 1))
             self._le_cache[key] = les
         return les
 
@@ -157,8 +202,9 @@ class HistogramCollector(DaemonCollector):
             SIZE_METRIC,
             "OSD op request size (bytes in for w/rw, out for r), from the same histograms "
             "with the latency axis summed.",
-        )
-        for op, (hist_name, latency_avg, bytes_counter) in OSD_OP_HISTOGRAMS.items():
+        ) if self.size else None
+        for op in self.ops:
+            hist_name, latency_avg, bytes_counter = OSD_OP_HISTOGRAMS[op]
             hist = osd.get(hist_name)
             if not isinstance(hist, dict):
                 continue
@@ -168,7 +214,6 @@ class HistogramCollector(DaemonCollector):
             lat_axis, size_axis = Axis.from_dump(axes[0]), Axis.from_dump(axes[1])
             matrix = _matrix(hist.get("values"), lat_axis.buckets, size_axis.buckets)
             lat_counts = [sum(row) for row in matrix]
-            size_counts = [sum(col) for col in zip(*matrix, strict=True)]
             total = sum(lat_counts)
             latency_sum = perf_osd.get(latency_avg)
             lat_sum = latency_sum.get("sum", 0) if isinstance(latency_sum, dict) else 0
@@ -177,12 +222,12 @@ class HistogramCollector(DaemonCollector):
             size_sum = perf_osd.get(bytes_counter, 0)
             if not isinstance(size_sum, int | float):
                 size_sum = 0
-            for fam, axis, unit, counts, total_sum in (
-                (lat_fam, lat_axis, "ns", lat_counts, lat_sum),
-                (size_fam, size_axis, "bytes", size_counts, size_sum),
-            ):
-                prefixes = self._prefixes(session, fam.name, op, axis, unit)
-                self._emit(fam, prefixes, counts, total, total_sum)
+            self._emit(lat_fam, self._prefixes(session, lat_fam.name, op, lat_axis, "ns"),
+                       lat_counts, total, lat_sum)
+            if size_fam is not None:
+                size_counts = [sum(col) for col in zip(*matrix, strict=True)]
+                self._emit(size_fam, self._prefixes(session, size_fam.name, op, size_axis,
+                                                    "bytes"), size_counts, total, size_sum)
 
     def forget_daemon(self, daemon_name: str) -> None:
         for key in [k for k in self._prefix_cache if k[0] == daemon_name]:
@@ -190,13 +235,13 @@ class HistogramCollector(DaemonCollector):
 
     def _prefixes(
         self, session: DaemonSession, metric: str, op: str, axis: Axis, unit: str
-    ) -> tuple[list[str], str, str, str]:
+    ) -> tuple[list[str | None], str, str, str]:
         key = (session.daemon.name, metric, op, axis)
         cached = self._prefix_cache.get(key)
         if cached is None:
             labels = f'{session.daemon_label},op="{op}"'
             buckets = [
-                line_prefix(metric + "_bucket", f'{labels},le="{le}"')
+                None if le is None else line_prefix(metric + "_bucket", f'{labels},le="{le}"')
                 for le in self._les(axis, unit)
             ]
             cached = (
@@ -211,7 +256,7 @@ class HistogramCollector(DaemonCollector):
     @staticmethod
     def _emit(
         fam: MetricFamily,
-        prefixes: tuple[list[str], str, str, str],
+        prefixes: tuple[list[str | None], str, str, str],
         counts: list[int],
         total: int,
         total_sum: float,
@@ -219,10 +264,12 @@ class HistogramCollector(DaemonCollector):
         buckets, inf_prefix, sum_prefix, count_prefix = prefixes
         running = 0
         add = fam.add_line
-        # The overflow bucket (last) only counts towards +Inf.
+        # The overflow bucket (last) only counts towards +Inf; buckets without a line still
+        # count towards the next written one (cumulative).
         for prefix, count in zip(buckets, counts, strict=False):
             running += count
-            add(prefix, running)
+            if prefix is not None:
+                add(prefix, running)
         add(inf_prefix, total)
         add(sum_prefix, total_sum)
         add(count_prefix, total)

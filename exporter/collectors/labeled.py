@@ -11,7 +11,12 @@ gives (exported by the ``perf`` collector); this collector exports the others, e
 
 Names follow ``promethize`` of the perf collector (``ceph_<key>_<counter>``), averages become
 ``_sum`` / ``_count``, the priority threshold is the perf collector's, and the counter's labels
-are added beside ``ceph_daemon`` (src/exporter/DaemonMetricCollector.cc does the same).
+are added beside ``ceph_daemon`` (a gateway's: ``instance_id``; src/exporter/DaemonMetricCollector.cc
+does the same), e.g. Tentacle's per-user and per-bucket RGW op counters (with
+``rgw_user_counters_cache`` / ``rgw_bucket_counters_cache`` on):
+
+    ceph_rgw_op_per_bucket_put_obj_ops{instance_id="a",bucket="b1"} 4
+
 Daemons without the command (Pacific) are remembered per daemon life and not asked again.
 """
 
@@ -24,7 +29,7 @@ from typing import Any
 
 from cephscope.exporter.asok import AsokCommandError, Daemon
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
-from cephscope.exporter.collectors.perf import _number, exported_kind, promethize
+from cephscope.exporter.collectors.perf import Labels, _number, exported_kind, fixed_name, promethize
 from cephscope.exporter.exposition import COUNTER, MetricSink
 from cephscope.exporter.settings import HostSettings, option
 
@@ -42,12 +47,13 @@ class _Series:
     """One labeled counter: where it is in the dump and how it is exported."""
 
     key: str
-    labels: tuple[tuple[str, str], ...]
+    labels: Labels
     counter: str
     metric: str
     is_average: bool
     metric_type: str
     description: str
+    extra_labels: Labels = ()
 
 
 def _labels_key(labels: Any) -> tuple[tuple[str, str], ...]:
@@ -75,9 +81,10 @@ def plan_from_counter_schema(schema: Any, priority: int) -> tuple[_Series, ...]:
                 kind = exported_kind(info, priority)
                 if kind is None:
                     continue
+                metric, extra_labels = fixed_name(promethize(f"{key}_{counter}"))
                 series.append(_Series(
-                    key, labels, counter, promethize(f"{key}_{counter}"), *kind,
-                    str(info.get("description") or f"{key} {counter}"),
+                    key, labels, counter, metric, *kind,
+                    str(info.get("description") or f"{key} {counter}"), extra_labels,
                 ))
     return tuple(series)
 
@@ -86,7 +93,7 @@ class LabeledPerfCollector(DaemonCollector):
     name = "labeled"
     help = "labeled perf counters from counter dump/counter schema (Reef and later)"
     default_enabled = True
-    daemon_types = frozenset({"osd", "mon", "mds"})
+    daemon_types = frozenset({"osd", "mon", "mds", "rgw"})
 
     settings_type = LabeledSettings
 
@@ -136,8 +143,8 @@ class LabeledPerfCollector(DaemonCollector):
             counters = values.get((series.key, series.labels))
             if counters is None or series.counter not in counters:
                 continue  # schema and dump from different lives: emit what both know
-            labels = {"ceph_daemon": name}
-            for label, value in series.labels:
+            labels = dict(session.daemon.counter_labels)
+            for label, value in (*series.labels, *series.extra_labels):
                 labels.setdefault(_LABEL_NAME.sub("_", label), value)
             value = counters[series.counter]
             if series.is_average:

@@ -25,6 +25,11 @@ holding whatever its scheduler dumps (src/osd/OSD.h ``ShardedOpWQ::dump``):
   The scheduler's profile (``osd_mclock_profile``: high_client_ops, balanced,
   high_recovery_ops, custom) comes from ``config get`` and labels the info series.
 
+By default one queue per shard is exported, the one client ops wait in (wpq ``normal``,
+mclock ``scheduler``); the strict queues (``--collector.opqueue.strict-queues``) and wpq's
+per-priority detail (``--collector.opqueue.priorities``) are one flag away (docs/metrics.md,
+*Series per OSD*).
+
 The dump takes each shard's lock, so it is rate-limited per daemon by
 ``--collector.opqueue.min-interval``: between dumps the cached values are served again
 (dropped when the OSD's pid changes, so a restart with another ``osd_op_num_shards`` shows
@@ -53,6 +58,17 @@ class OpQueueSettings:
     min_interval: float = option(
         5.0, "at most one dump_op_pq_state per OSD in this many seconds (it takes every "
         "shard's lock); scrapes in between serve the cached values", metavar="SECONDS")
+    strict_queues: bool = option(
+        False, "also export each shard's strict queue (wpq high, mclock immediate/high: ops "
+        "that bypass the weighted or mClock queue)")
+    priorities: bool = option(
+        False, "also export wpq's per-priority detail (cephscope_osd_op_queue_priorities, "
+        "cephscope_osd_op_queue_priority_items)")
+
+
+# Queues of ops that bypass the shard's scheduler (peering and other high-priority messages):
+# all but empty under client load, one series per shard each.
+STRICT_QUEUES = frozenset({"high", "immediate"})
 
 
 _SHARD_KEY = re.compile(r"^OSD:ShardedOpWQ:(\d+)$")
@@ -189,9 +205,11 @@ def parse_op_pq_state(doc: Any) -> list[ShardState]:
 
 
 def emit(
-    shards: list[ShardState], daemon_label: str, sink: MetricSink, age: float, profile: str = ""
+    shards: list[ShardState], daemon_label: str, sink: MetricSink, age: float, profile: str = "",
+    *, strict_queues: bool = True, priorities: bool = True,
 ) -> None:
-    """Add the series of one daemon's parsed dump to ``sink``."""
+    """Add the series of one daemon's parsed dump to ``sink``; the strict queues and wpq's
+    per-priority detail only when asked."""
     sink.gauge(
         "cephscope_osd_op_shards",
         "Number of op queue shards of the OSD (OSD:ShardedOpWQ sections in dump_op_pq_state).",
@@ -239,9 +257,11 @@ def emit(
     for state in shards:
         shard_label = f'{daemon_label},shard="{state.shard}"'
         for queue, sq in state.queues.items():
+            if queue in STRICT_QUEUES and not strict_queues:
+                continue
             labels = f'{shard_label},queue="{queue}"'
             items.add_rendered(labels, sq.items)
-            if state.scheduler == "wpq":
+            if state.scheduler == "wpq" and priorities:
                 active.add_rendered(labels, len(sq.priorities))
                 for pq in sq.priorities:
                     per_priority.add_rendered(f'{labels},priority="{pq.priority}"', pq.items)
@@ -301,7 +321,8 @@ class OpQueueCollector(DaemonCollector):
             with self._lock:
                 self._cache[name] = cached
         emit(cached.shards, session.daemon_label, sink, time.monotonic() - cached.fetched_at,
-             cached.profile)
+             cached.profile, strict_queues=self.settings.strict_queues,
+             priorities=self.settings.priorities)
 
     @staticmethod
     def _mclock_profile(session: DaemonSession) -> str:

@@ -18,6 +18,12 @@ reached_pg (waiting in the sharded op queue), ``pg`` reached_pg → started (PG 
 locks), ``execute`` started → commit_sent (or done for ops without a reply event, e.g.
 reads), ``reply`` commit_sent → done, and ``total`` = the op's own ``duration``.
 
+By default the phase histogram has the phases ``queue`` and ``total`` (how much of a slow
+op's time was op-queue wait), and decade buckets 100 µs … 10 s; every phase and finer
+buckets are one flag away (``--collector.ops.phases``, ``--collector.ops.phase-buckets``),
+as is the in-flight split by flag point (``--collector.ops.flag-points``): see
+docs/metrics.md, *Series per OSD*.
+
 A history lives for minutes and is scraped every few seconds, so each op is counted once:
 a bounded per-daemon memory of (initiated_at, description) keys remembers what was seen.
 Durations the OSD cannot have meant are not observed but counted in
@@ -27,6 +33,7 @@ difference as ≈ 2^32 s (4294967295.999999), and a timestamp pair can be out of
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from collections import OrderedDict
@@ -38,7 +45,7 @@ from typing import Any
 from cephscope.exporter.asok import Daemon
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
 from cephscope.exporter.exposition import MetricSink, format_value, line_prefix
-from cephscope.exporter.settings import HostSettings
+from cephscope.exporter.settings import HostSettings, option
 
 PHASE_METRIC = "cephscope_osd_op_phase_duration_seconds"
 IGNORED_METRIC = "cephscope_osd_op_phase_duration_ignored_total"
@@ -54,12 +61,17 @@ PHASES: dict[str, tuple[str, tuple[str, ...]]] = {
 TOTAL_PHASE = "total"
 ALL_PHASES: tuple[str, ...] = (*PHASES, TOTAL_PHASE)
 
-# Upper bounds (seconds): 10 µs .. 30 s covers an NVMe queue hop up to a stalled HDD op.
-PHASE_BUCKETS: tuple[float, ...] = (
+DEFAULT_PHASES = ("queue", TOTAL_PHASE)
+# Upper bounds (seconds): decades from 100 µs to 10 s. The history holds the slowest ops only,
+# and the average per phase (_sum / _count) is exact; a finer grid is one flag away, e.g.
+# FINE_PHASE_BUCKETS (10 µs .. 30 s, an NVMe queue hop up to a stalled HDD op).
+PHASE_BUCKETS: tuple[float, ...] = (0.0001, 0.001, 0.01, 0.1, 1.0, 10.0)
+FINE_PHASE_BUCKETS: tuple[float, ...] = (
     0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 )
+MAX_PHASE_BUCKETS = 64
 # ceph prints a negative utime_t difference as ~2^32 seconds.
 SENTINEL_SECONDS = 4294967295.0
 # A completed op that took longer than a day is a broken timestamp, not a measurement.
@@ -77,6 +89,45 @@ FLAG_POINTS: dict[str, str] = {
     "commit sent; apply or cleanup": "commit_sent",
 }
 OTHER_FLAG_POINT = "other"
+
+
+@dataclass(frozen=True)
+class OpsSettings:
+    phases: str = option(
+        ",".join(DEFAULT_PHASES), "phases of the historic-op phase histogram, comma-separated "
+        f"from {', '.join(ALL_PHASES)}, or all", metavar="PHASES")
+    phase_buckets: str = option(
+        ",".join(format_value(b) for b in PHASE_BUCKETS), "upper bounds (seconds) of the "
+        "phase histogram's buckets, comma-separated and increasing", metavar="SECONDS,...")
+    flag_points: bool = option(
+        False, "also export in-flight ops by flag point "
+        "(cephscope_osd_ops_in_flight_by_flag_point)")
+
+
+def parse_phases(text: str) -> tuple[str, ...]:
+    """The phases of --collector.ops.phases, in ALL_PHASES' order."""
+    chosen = {p.strip() for p in text.split(",") if p.strip()}
+    if chosen == {"all"}:
+        return ALL_PHASES
+    unknown = chosen - set(ALL_PHASES)
+    if unknown or not chosen:
+        raise ValueError(f"--collector.ops.phases {text!r}: expected all or a comma-separated "
+                         f"list of {', '.join(ALL_PHASES)}")
+    return tuple(p for p in ALL_PHASES if p in chosen)
+
+
+def parse_buckets(text: str) -> tuple[float, ...]:
+    """The bounds of --collector.ops.phase-buckets: positive, finite, increasing."""
+    try:
+        bounds = tuple(float(b) for b in text.split(",") if b.strip())
+    except ValueError:
+        bounds = ()
+    if (not 0 < len(bounds) <= MAX_PHASE_BUCKETS
+            or not all(math.isfinite(b) and b > 0 for b in bounds)
+            or any(a >= b for a, b in itertools.pairwise(bounds))):
+        raise ValueError(f"--collector.ops.phase-buckets {text!r}: expected 1 to "
+                         f"{MAX_PHASE_BUCKETS} increasing positive seconds, comma-separated")
+    return bounds
 
 
 def classify_duration(seconds: float) -> str | None:
@@ -187,8 +238,8 @@ class PhaseHistogram:
 class DaemonOpHistory:
     """Per-daemon memory: the phase histogram and the keys of ops already counted."""
 
-    def __init__(self) -> None:
-        self.histogram = PhaseHistogram()
+    def __init__(self, buckets: tuple[float, ...] = PHASE_BUCKETS) -> None:
+        self.histogram = PhaseHistogram(buckets)
         self.seen: OrderedDict[int, None] = OrderedDict()
         self.observed_ops = 0
         # (daemon label, phase -> line prefixes), see phase_line_prefixes
@@ -257,7 +308,8 @@ def flag_point_counts(ops: list[Any]) -> dict[str, int]:
     return counts
 
 
-def emit_in_flight(in_flight: Any, blocked: Any, daemon_label: str, sink: MetricSink) -> None:
+def emit_in_flight(in_flight: Any, blocked: Any, daemon_label: str, sink: MetricSink,
+                   flag_points: bool = True) -> None:
     ops = _ops_list(in_flight, "dump_ops_in_flight")
     blocked_ops = _ops_list(blocked, "dump_blocked_ops")
     sink.gauge(
@@ -267,12 +319,13 @@ def emit_in_flight(in_flight: Any, blocked: Any, daemon_label: str, sink: Metric
         "cephscope_osd_op_oldest_in_flight_age_seconds",
         "Age of the oldest op in flight (0 when none).",
     ).add_rendered(daemon_label, round(oldest_age(ops), 6))
-    by_flag = sink.gauge(
-        "cephscope_osd_ops_in_flight_by_flag_point",
-        "Ops in flight by how far they got (OpRequest flag point).",
-    )
-    for flag, count in flag_point_counts(ops).items():
-        by_flag.add_rendered(f'{daemon_label},flag_point="{flag}"', count)
+    if flag_points:
+        by_flag = sink.gauge(
+            "cephscope_osd_ops_in_flight_by_flag_point",
+            "Ops in flight by how far they got (OpRequest flag point).",
+        )
+        for flag, count in flag_point_counts(ops).items():
+            by_flag.add_rendered(f'{daemon_label},flag_point="{flag}"', count)
     sink.gauge(
         "cephscope_osd_ops_blocked",
         "Ops in flight for longer than osd_op_complaint_time (dump_blocked_ops).",
@@ -290,13 +343,13 @@ def emit_in_flight(in_flight: Any, blocked: Any, daemon_label: str, sink: Metric
 
 
 def phase_line_prefixes(
-    daemon_label: str, buckets: tuple[float, ...]
+    daemon_label: str, buckets: tuple[float, ...], phases: tuple[str, ...] = ALL_PHASES
 ) -> dict[str, tuple[list[str], str, str, str]]:
     """Per phase: the line prefixes of its buckets, +Inf, _sum and _count (rendered once
-    per daemon: ~150 lines per OSD per scrape otherwise format their labels each time)."""
+    per daemon: up to ~150 lines per OSD per scrape otherwise format their labels each time)."""
     les = [format_value(b) for b in buckets]
     out = {}
-    for phase in ALL_PHASES:
+    for phase in phases:
         labels = f'{daemon_label},phase="{phase}"'
         out[phase] = (
             [line_prefix(f"{PHASE_METRIC}_bucket", f'{labels},le="{le}"') for le in les],
@@ -307,7 +360,8 @@ def phase_line_prefixes(
     return out
 
 
-def emit_history(history: DaemonOpHistory, doc: Any, daemon_label: str, sink: MetricSink) -> None:
+def emit_history(history: DaemonOpHistory, doc: Any, daemon_label: str, sink: MetricSink,
+                 phases: tuple[str, ...] = ALL_PHASES) -> None:
     for key, name, text in (
         ("size", "cephscope_osd_op_history_size",
          "osd_op_history_size: how many of the slowest recent ops the OSD keeps."),
@@ -328,7 +382,8 @@ def emit_history(history: DaemonOpHistory, doc: Any, daemon_label: str, sink: Me
         "queue wait), pg, execute, reply, total.",
     )
     if history.line_prefixes is None or history.line_prefixes[0] != daemon_label:
-        history.line_prefixes = (daemon_label, phase_line_prefixes(daemon_label, hist.buckets))
+        history.line_prefixes = (daemon_label,
+                                 phase_line_prefixes(daemon_label, hist.buckets, phases))
     add = fam.add_line
     for phase, (bucket_prefixes, inf_prefix, sum_prefix, count_prefix) in (
         history.line_prefixes[1].items()
@@ -348,7 +403,8 @@ def emit_history(history: DaemonOpHistory, doc: Any, daemon_label: str, sink: Me
         "(2^32 s sentinel, negative, over a day, unparsable op).",
     )
     for (phase, reason), count in sorted(hist.ignored.items()):
-        ignored.add_rendered(f'{daemon_label},phase="{phase}",reason="{reason}"', count)
+        if phase in phases or phase == "op":
+            ignored.add_rendered(f'{daemon_label},phase="{phase}",reason="{reason}"', count)
 
 
 class OpsCollector(DaemonCollector):
@@ -356,9 +412,13 @@ class OpsCollector(DaemonCollector):
     help = "OSD ops in flight / blocked and historic-op phase durations"
     default_enabled = True
     daemon_types = frozenset({"osd"})
+    settings_type = OpsSettings
 
-    def __init__(self, settings: Any = None, host: HostSettings | None = None) -> None:
+    def __init__(self, settings: OpsSettings | None = None,
+                 host: HostSettings | None = None) -> None:
         super().__init__(settings, host)
+        self.phases = parse_phases(self.settings.phases)
+        self.buckets = parse_buckets(self.settings.phase_buckets)
         self._histories: dict[str, DaemonOpHistory] = {}
         self._lock = threading.Lock()
 
@@ -370,7 +430,7 @@ class OpsCollector(DaemonCollector):
         with self._lock:
             history = self._histories.get(daemon_name)
             if history is None:
-                history = self._histories[daemon_name] = DaemonOpHistory()
+                history = self._histories[daemon_name] = DaemonOpHistory(self.buckets)
             return history
 
     def prefetch(self, daemon: Daemon) -> Sequence[tuple[str, dict[str, Any]]]:
@@ -379,14 +439,15 @@ class OpsCollector(DaemonCollector):
     def collect_daemon(self, session: DaemonSession, sink: MetricSink) -> None:
         label = session.daemon_label
         emit_in_flight(
-            session.command("dump_ops_in_flight"), session.command("dump_blocked_ops"), label, sink
+            session.command("dump_ops_in_flight"), session.command("dump_blocked_ops"), label, sink,
+            self.settings.flag_points,
         )
         doc = session.command("dump_historic_ops")
         ops = _ops_list(doc, "dump_historic_ops")
         history = self._history(session.daemon.name)
         with history.lock:
             history.add_history(ops)
-            emit_history(history, doc, label, sink)
+            emit_history(history, doc, label, sink, self.phases)
 
 
 COLLECTOR = OpsCollector

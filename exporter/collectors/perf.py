@@ -5,13 +5,19 @@ src/exporter/util.cc, kept in sync with the mgr prometheus module):
 
 * name ``ceph_<collection>_<counter>``; a trailing ``-`` becomes ``_minus``; ``.``, ``/``,
   space and ``-`` become ``_``; ``::`` becomes ``_``; ``+`` becomes ``_plus``;
-* counters below the priority threshold (``--ceph.perf-priority``, default 5 like
-  ``exporter_prio_limit``) are skipped;
+* counters below the priority threshold (``--collector.perf.priority``, default 5 like
+  ``exporter_prio_limit``) are skipped, and so are the collections (``perf dump``
+  sections) matched by ``--collector.perf.exclude-collections``: by default BlueStore's
+  cache autotuner bins (``bluestore-pricache*``, 61 series per OSD that no shipped figure
+  uses; see docs/metrics.md, *Series per OSD*);
 * long-running averages (schema type bit 0x4) become ``<name>_sum`` (schema's metric_type,
   help "<description> Total") and ``<name>_count`` (counter, help "<description> Count");
   time values are already seconds in ``perf dump``;
 * everything else is one sample typed as the schema's ``metric_type`` (gauge/counter);
-* one label ``ceph_daemon="osd.N"``.
+* one label ``ceph_daemon="osd.N"``; a gateway's counters carry ``instance_id`` instead
+  (``Daemon.counter_labels``);
+* an RGW multisite counter named after its source zone (``data-sync-from-<zone>``) is exported
+  under the fixed name ``ceph_data_sync_from_zone_<counter>`` with ``source_zone="<zone>"``.
 
 The schema is cached per daemon and refetched when the daemon's pid (SO_PEERCRED) changes
 or the shape of ``perf dump`` no longer matches the one seen with the cached schema (a
@@ -20,18 +26,24 @@ restart between two scrapes, or between the schema and the dump).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cephscope.exporter.asok import Daemon
 from cephscope.exporter.collector import DaemonCollector, DaemonSession
-from cephscope.exporter.exposition import COUNTER, GAUGE, MetricSink, line_prefix
+from cephscope.exporter.exposition import COUNTER, GAUGE, MetricSink, line_prefix, render_labels
 from cephscope.exporter.settings import HostSettings, option
 
 PERFCOUNTER_LONGRUNAVG = 0x4
 PERFCOUNTER_COUNTER = 0x8
 PERFCOUNTER_HISTOGRAM = 0x10
+
+
+# BlueStore's cache autotuner: 14 byte gauges per cache (data, kv, kv_onode, meta) at
+# priority 5, 61 series per OSD in all: 40 % of the OSD's priority->=5 counters.
+DEFAULT_EXCLUDED_COLLECTIONS = "bluestore-pricache.*"
 
 
 @dataclass(frozen=True)
@@ -40,6 +52,19 @@ class PerfSettings:
         5, "export perf counters with priority >= N (ceph-exporter's exporter_prio_limit;"
         " 0 = all, 5 = useful, 10 = critical)", metavar="N",
         hidden_aliases=("--ceph.perf-priority",))
+    exclude_collections: str = option(
+        DEFAULT_EXCLUDED_COLLECTIONS, "perf dump sections (collections) not exported, a regex "
+        "matching the whole name; '' exports every collection", metavar="REGEX")
+
+
+def collection_filter(pattern: str, flag: str) -> re.Pattern[str] | None:
+    """The compiled exclusion regex of a collection-name flag (None: exclude nothing)."""
+    if not pattern:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as err:
+        raise ValueError(f"{flag} {pattern!r}: not a regular expression: {err}") from None
 
 
 def exported_kind(info: Any, priority: int) -> tuple[bool, str] | None:
@@ -74,6 +99,22 @@ def promethize(name: str) -> str:
     return "ceph_" + name
 
 
+_DATA_SYNC_FROM = re.compile(r"data_sync_from_([^_]*)")
+
+Labels = tuple[tuple[str, str], ...]
+
+
+def fixed_name(metric: str) -> tuple[str, Labels]:
+    """ceph-exporter's fixed names (``add_fixed_name_metrics``): a metric named after an RGW
+    multisite source zone, ``ceph_data_sync_from_<zone>_<counter>``, becomes
+    ``ceph_data_sync_from_zone_<counter>`` with the label ``source_zone="<zone>"``; any other
+    name is kept, with no extra label."""
+    match = _DATA_SYNC_FROM.search(metric)
+    if match is None:
+        return metric, ()
+    return _DATA_SYNC_FROM.sub("data_sync_from_zone", metric), (("source_zone", match.group(1)),)
+
+
 @dataclass(frozen=True)
 class _Counter:
     collection: str
@@ -82,6 +123,7 @@ class _Counter:
     is_average: bool
     metric_type: str
     description: str
+    extra_labels: Labels = ()
 
     @property
     def sum_family(self) -> tuple[str, str, str]:
@@ -122,14 +164,15 @@ def build_plan(
             first, second = c.sum_family, c.count_family
         else:
             first = second = c.value_family
+        labels = f"{label},{render_labels(dict(c.extra_labels))}" if c.extra_labels else label
         by_collection.setdefault(c.collection, []).append(
             (
                 c.counter,
                 c.is_average,
                 first,
-                line_prefix(first[0], label),
+                line_prefix(first[0], labels),
                 second,
-                line_prefix(second[0], label),
+                line_prefix(second[0], labels),
             )
         )
     return _Plan(pid, shape, tuple((k, tuple(v)) for k, v in by_collection.items()))
@@ -140,26 +183,31 @@ def dump_shape(dump: dict[str, Any]) -> tuple[tuple[str, int], ...]:
     return tuple((name, len(group)) for name, group in dump.items() if isinstance(group, dict))
 
 
-def plan_from_schema(schema: Any, priority: int) -> tuple[_Counter, ...]:
+def plan_from_schema(schema: Any, priority: int,
+                     excluded: re.Pattern[str] | None = None) -> tuple[_Counter, ...]:
     if not isinstance(schema, dict):
         raise ValueError(f"perf schema is a {type(schema).__name__}, not an object")
     counters: list[_Counter] = []
     for collection, group in schema.items():
         if not isinstance(group, dict):
             continue
+        if excluded is not None and excluded.fullmatch(collection):
+            continue
         for counter, info in group.items():
             kind = exported_kind(info, priority)
             if kind is None:
                 continue
             longrunavg, mtype = kind
+            metric, extra_labels = fixed_name(promethize(f"{collection}_{counter}"))
             counters.append(
                 _Counter(
                     collection,
                     counter,
-                    promethize(f"{collection}_{counter}"),
+                    metric,
                     longrunavg,
                     mtype,
                     str(info.get("description") or f"{collection} {counter}"),
+                    extra_labels,
                 )
             )
     return tuple(counters)
@@ -188,8 +236,8 @@ class PerfCollector(DaemonCollector):
     help = "perf counters from perf dump/perf schema, with ceph-exporter's names"
     default_enabled = True
     # Like ceph-exporter: every daemon but mgr (the mgr prometheus module exports those)
-    # and short-lived clients.
-    daemon_types = frozenset({"osd", "mon", "mds"})
+    # and short-lived clients; a gateway (client.rgw.*) is a daemon here.
+    daemon_types = frozenset({"osd", "mon", "mds", "rgw"})
 
     settings_type = PerfSettings
 
@@ -197,6 +245,8 @@ class PerfCollector(DaemonCollector):
                  ) -> None:
         super().__init__(settings, host)
         self.priority = self.settings.priority
+        self.excluded = collection_filter(self.settings.exclude_collections,
+                                          "--collector.perf.exclude-collections")
         self._plans: dict[str, _Plan] = {}
 
     def forget_daemon(self, daemon_name: str) -> None:
@@ -214,10 +264,10 @@ class PerfCollector(DaemonCollector):
         plan = self._plans.get(name)
         if plan is not None and plan.pid == pid and plan.shape == shape:
             return plan
-        counters = plan_from_schema(session.command("perf schema"), self.priority)
+        counters = plan_from_schema(session.command("perf schema"), self.priority, self.excluded)
         # The schema's pid: if the daemon restarted between dump and schema, the next
         # scrape's dump comes from that pid and its shape decides whether to refetch.
-        plan = build_plan(session.peer_pid, shape, counters, session.daemon_label)
+        plan = build_plan(session.peer_pid, shape, counters, session.counter_label)
         self._plans[name] = plan
         return plan
 

@@ -6,7 +6,10 @@ the OSD's own threads: ``tp_osd_tp`` (op workers), ``msgr-worker-N`` (messenger)
 kernel names each thread (``/proc/<pid>/task/<tid>/stat``, comm field, at most 15
 characters); trailing indices are stripped (``msgr-worker-0`` → ``msgr-worker``,
 ``rocksdb:low1`` → ``rocksdb:low``) so the ``thread_group`` label stays bounded, and at most
-``MAX_THREAD_GROUPS`` groups are kept per OSD (the rest go to ``other``).
+``MAX_THREAD_GROUPS`` groups are kept per OSD (the rest go to ``other``). By default only the
+groups shard/thread tuning moves are kept by name (``--collector.threads.groups``, a regex;
+``.*`` keeps every group): the rest of the OSD's ~27 groups are summed as ``other``, so a sum
+over groups is still the OSD's thread CPU (docs/metrics.md, *Series per OSD*).
 
 The OSD's pid comes from the admin socket itself (SO_PEERCRED of the connection, see
 :meth:`DaemonSession.pid`); it is checked to be a ``ceph-osd`` under ``--collector.threads.
@@ -47,11 +50,21 @@ from cephscope.exporter.settings import HostSettings, option
 INTERVAL_SLACK_SECONDS = 0.5
 
 
+# The groups shard/thread tuning moves (op workers, messenger, BlueStore's kv commit path
+# and aio) by name; the ~20 others of an OSD (timers, admin socket, finishers, rocksdb, ...)
+# together as `other`.
+DEFAULT_GROUPS = "tp_osd_tp|msgr-worker|bstore_kv_sync|bstore_kv_final|bstore_aio"
+
+
 @dataclass(frozen=True)
 class ThreadsSettings:
     min_interval: float = option(
         5.0, "read each OSD's /proc (one stat per thread) at most once in this many seconds; "
         "scrapes in between serve the last values", metavar="SECONDS")
+    groups: str = option(
+        DEFAULT_GROUPS, "thread groups exported by name, a regex matching the whole group "
+        "name; the other threads are summed as thread_group=\"other\" ('.*': every group)",
+        metavar="REGEX")
 
 MAX_THREAD_GROUPS = 64
 OTHER_GROUP = "other"
@@ -204,12 +217,21 @@ def find_osd_pid(proc_root: str | os.PathLike[str], osd_id: str, owner_uid: int)
     return matches[0]
 
 
+def group_pattern(text: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text)
+    except re.error as err:
+        raise ValueError(f"--collector.threads.groups {text!r}: not a regular expression: "
+                         f"{err}") from None
+
+
 class ThreadCpuAccount:
     """Monotonic CPU ticks per thread group for one OSD process."""
 
-    def __init__(self, pid: int, starttime: int) -> None:
+    def __init__(self, pid: int, starttime: int, named: re.Pattern[str] | None = None) -> None:
         self.pid = pid
         self.starttime = starttime
+        self.named = named  # groups kept by name (None: all, up to MAX_THREAD_GROUPS)
         self.last: dict[int, tuple[str, int]] = {}
         self.exited: dict[str, int] = {}  # group -> ticks of its threads gone since
         self.groups: dict[str, None] = {}  # insertion-ordered, capped
@@ -222,7 +244,8 @@ class ThreadCpuAccount:
         group = thread_group(comm)
         if group in self.groups:
             return group
-        if len(self.groups) >= MAX_THREAD_GROUPS:
+        if (self.named is not None and not self.named.fullmatch(group)) \
+                or len(self.groups) >= MAX_THREAD_GROUPS:
             return OTHER_GROUP
         self.groups[group] = None
         return group
@@ -289,6 +312,7 @@ class ThreadsCollector(DaemonCollector):
                  clk_tck: int | None = None, page_size: int | None = None) -> None:
         super().__init__(settings, host)
         self.min_interval = max(self.settings.min_interval, 0.0)
+        self.named_groups = group_pattern(self.settings.groups)
         self.proc_root = self.host.paths.procfs
         # clk_tck/page_size: the host's unless a test replays another machine's /proc
         self.clk_tck = clk_tck or os.sysconf("SC_CLK_TCK")
@@ -335,7 +359,8 @@ class ThreadsCollector(DaemonCollector):
         with self._lock:
             account = self._accounts.get(name)
             if account is None or (account.pid, account.starttime) != (pid, snap.starttime):
-                account = self._accounts[name] = ThreadCpuAccount(pid, snap.starttime)
+                account = self._accounts[name] = ThreadCpuAccount(pid, snap.starttime,
+                                                                  self.named_groups)
         fresh = MetricSink()
         with account.lock:
             totals, live = account.update(snap)

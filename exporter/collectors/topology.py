@@ -5,7 +5,8 @@ Series (all ``1``-valued info series unless said otherwise)::
     cephscope_osd_info{ceph_daemon, hostname, objectstore, device_class, ceph_version}
     cephscope_osd_device_info{ceph_daemon, role, device, parent, kind, access, model, serial,
                               wwn, rotational, transport, firmware_rev, scheduler, nodename}
-    cephscope_osd_device_nr_requests / _hw_queues / _size_bytes   (gauges, same keys)
+    cephscope_osd_device_nr_requests / _hw_queues / _size_bytes   (gauges, same keys; with
+                                                     --collector.topology.device-gauges)
     cephscope_osd_network_info{ceph_daemon, network, interface, address, nodename}
     cephscope_osd_network_speed_bytes{ceph_daemon, network, interface, nodename}   (gauge)
     cephscope_topology_mon_up   1 if this refresh got `osd metadata` from the mon
@@ -55,6 +56,9 @@ class TopologySettings:
     nodename: str = option(
         "", "host identity put in the nodename label; must equal node_exporter's "
         "node_uname_info nodename (empty: this host's uname node name)", metavar="NAME")
+    device_gauges: bool = option(
+        False, "also export each OSD device's queue/nr_requests, blk-mq hardware queues and "
+        "size (cephscope_osd_device_nr_requests, _hw_queues, _size_bytes)")
 
 
 class TopologyCollector(CachedHostCollector):
@@ -254,6 +258,8 @@ class TopologyCollector(CachedHostCollector):
                 "firmware_rev": dev.firmware_rev,
                 "scheduler": dev.scheduler,
             })
+            if not self.settings.device_gauges:
+                continue  # 3 series per device that no shipped figure reads
             if dev.nr_requests is not None:
                 nr_requests.add(dev.nr_requests, keys)
             if dev.hw_queues is not None:

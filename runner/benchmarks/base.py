@@ -4,6 +4,7 @@ The runner drives one `Benchmark` instance per step:
 
     bench = BENCHMARKS[name](params)      # params: this step's resolved benchmark parameters
     bench.prepare(ctx)                    # e.g. create/fill objects, check the rbd image
+    bench.precondition(ctx)               # e.g. CBT's precondition workload (phase tagged)
     for mode in bench.modes():            # e.g. ["write", "seq"] for rados bench
         ctx.set_mode(mode)                # runner tags the phase (cephscope_step_info{mode=...})
         raw_files = bench.run(mode, ctx)  # runs the real tool (argv lists only), writes raw output
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from cephscope.runner.hostexec import HostExec
+from cephscope.runner.rgw_endpoint import RgwEndpoint
 
 A = TypeVar("A")
 
@@ -39,6 +41,21 @@ class ClusterAccess:
     # argv that runs a client tool (rados, fio) of the cluster's own release, e.g. from a dev
     # cluster's root filesystem; empty: this machine's tools
     tool_prefix: tuple[str, ...] = ()
+
+    @property
+    def client_id(self) -> str:
+        """The id of `client_name`, as `--id` and fio's `--clientname` take it."""
+        name = self.client_name
+        return name.split(".", 1)[1] if name.startswith("client.") else name
+
+    def fio_env(self, extra: Mapping[str, str]) -> dict[str, str]:
+        """fio's environment: its rbd engine reads the cluster config from CEPH_CONF and the
+        keyring from CEPH_ARGS; `extra` (the step's environment) on top."""
+        env = {"CEPH_CONF": str(self.conf_path)}
+        if self.keyring_path is not None:
+            env["CEPH_ARGS"] = f"--keyring={self.keyring_path}"
+        env.update(extra)
+        return env
 
     def common_args(self) -> list[str]:
         args = ["-c", str(self.conf_path), "-n", self.client_name]
@@ -79,6 +96,16 @@ class BenchContext:
     clients: Sequence[HostExec] = ()
     # Set from elsewhere (a failed recovery test): the running tools are stopped at once.
     abort: threading.Event | None = None
+    # the cluster's mon commands (`ceph <prefix>` with arguments -> JSON), for benchmarks
+    # whose endpoints change the cluster (a CephFS data pool); None: not handed in
+    ceph: Callable[..., Any] | None = None
+    # (pool profile, application, role) -> the pool made or reused for it (the run's pools)
+    ensure_pool: Callable[[str, str, str], str] | None = None
+    # the run's journal of what a step's endpoints changed beyond the run dir (mounts, CephFS)
+    undo: Any = None
+    log: Callable[[str], None] = lambda line: None
+    # The RADOS Gateway and its keys, for the benchmarks that drive one (`rgw_api`).
+    rgw: RgwEndpoint | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +151,15 @@ def fan_out(*feeds: Callable[[str], None]) -> Callable[[str], None]:
     return feed
 
 
+@dataclass(frozen=True)
+class PreflightAccess:
+    """What a benchmark's preflight may read: the clients (empty: this machine) and the
+    cluster's mon commands."""
+
+    clients: Sequence[HostExec] = ()
+    ceph: Callable[..., Any] | None = None
+
+
 @dataclass
 class BenchResult:
     """Parsed result of one mode of one step, in base units."""
@@ -157,10 +193,21 @@ class Benchmark(abc.ABC):
     name: ClassVar[str]
     #: parameter name -> python type(s) accepted per value (for spec validation)
     parameters: ClassVar[Mapping[str, tuple[type, ...]]]
-    #: the application enabled on the pools this benchmark runs on (`rados`, `rbd`, `rgw`)
-    pool_application: ClassVar[str] = "rados"
+    #: the application enabled on the pools this benchmark runs on (`rados`, `rbd`); None: it
+    #: uses no pool of its own (a gateway benchmark: the gateway writes to its own pools)
+    pool_application: ClassVar[str | None] = "rados"
+    #: the gateway API it drives ("s3", "swift"), None for none: the run must have that
+    #: endpoint and keys (runner/rgw_endpoint.py) before anything changes
+    rgw_api: ClassVar[str | None] = None
+    #: parameters that say where the target is and how to log in (CBT getput's `auth`,
+    #: `user`, `key`): taken out of the step's parameters into the run's gateway endpoint
+    endpoint_keys: ClassVar[frozenset[str]] = frozenset()
     #: notes the report prints when a run holds finished steps of this benchmark
     report_notes: ClassVar[tuple[str, ...]] = ()
+    #: the parameters that raise the load the benchmark offers (ops in flight, processes,
+    #: jobs, a target rate): swept, each gives the report a response curve (latency against
+    #: IOPS as it rises). The one place the report and compare learn which axes are load.
+    load_parameters: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         self.params = dict(params)
@@ -175,12 +222,51 @@ class Benchmark(abc.ABC):
         """Rough wall time of one step, for `--dry-run` and the ETA."""
         return 0.0
 
+    @classmethod
+    def tools(cls, params: Mapping[str, Any]) -> Sequence[tuple[str, str]]:
+        """(command, where it comes from) of every tool one step runs on a client, checked
+        on every client before anything changes (empty: the runner's own tools, checked when
+        they run)."""
+        return ()
+
+    @classmethod
+    def endpoint_problems(cls, rgw: RgwEndpoint) -> list[str]:
+        """Why this benchmark cannot use the run's gateway endpoint (empty: it can)."""
+        return []
+
     @abc.abstractmethod
     def modes(self) -> Sequence[str]:
         """The modes this step runs, in order (e.g. write then seq)."""
 
+    @classmethod
+    def needs_pool(cls, params: Mapping[str, Any]) -> bool:
+        """Whether a step with these params runs on a pool of its own (made when missing); a
+        gateway benchmark has none (the gateway has its own pools)."""
+        return cls.pool_application is not None
+
+    @classmethod
+    def application(cls, params: Mapping[str, Any]) -> str:
+        """The application of the pools a step with these params runs on."""
+        return cls.pool_application or ""
+
+    @classmethod
+    def preflight(cls, steps: Sequence[Mapping[str, Any]], access: PreflightAccess) -> list[str]:
+        """Problems that refuse the sweep before anything changes, from reads of the cluster
+        and the clients (e.g. a kernel module a driver needs); one line each."""
+        return []
+
     def prepare(self, ctx: BenchContext) -> None:  # noqa: B027 - optional hook
         """Set up before the first mode runs."""
+
+    @property
+    def has_precondition(self) -> bool:
+        """Whether `precondition` runs anything for this step."""
+        return False
+
+    def precondition(self, ctx: BenchContext) -> list[Path]:
+        """Run a preconditioning workload after `prepare` (the runner tags its phase); the
+        files it wrote."""
+        return []
 
     @abc.abstractmethod
     def run(self, mode: str, ctx: BenchContext) -> list[Path]:

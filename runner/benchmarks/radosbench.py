@@ -367,6 +367,7 @@ class RadosBench(Benchmark):
     report_notes: ClassVar[tuple[str, ...]] = (
         "rados bench reports no latency percentiles: its client p50/p99 columns are empty; the "
         "OSD-side columns come from the OSDs' latency histograms.",)
+    load_parameters: ClassVar[tuple[str, ...]] = ("concurrent_ops", "concurrent_procs")
     parameters: ClassVar[Mapping[str, tuple[type, ...]]] = {
         "op_size": (int,),
         "object_size": (int,),

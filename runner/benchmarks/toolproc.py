@@ -81,6 +81,9 @@ class ToolCommand:
     on_output: Callable[[str], None] | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     host: HostExec | None = None  # None: this machine
+    # the same for stderr, for tools that report on it (swift-bench's and hsbench's logs);
+    # stderr still goes to `stderr_path` as it arrives
+    on_stderr: Callable[[str], None] | None = None
 
     @property
     def where(self) -> str:
@@ -191,6 +194,7 @@ def run_tools(
     A non-zero exit of any process raises with that process's stderr tail.
     """
     procs: list[tuple[ToolCommand, subprocess.Popen[bytes], threading.Thread]] = []
+    stderr_readers: list[threading.Thread] = []
     started = time.monotonic()
     try:
         for command in commands:
@@ -203,7 +207,7 @@ def run_tools(
                     # A remote guard ends its tool when this pipe closes (never written to).
                     stdin=subprocess.DEVNULL if env is not None else subprocess.PIPE,
                     stdout=subprocess.PIPE,
-                    stderr=stderr_file,
+                    stderr=stderr_file if command.on_stderr is None else subprocess.PIPE,
                     env=env,
                     start_new_session=True,
                     # a local tool dies with the runner; a remote one with its SSH session
@@ -222,6 +226,12 @@ def run_tools(
                 daemon=True,
             )
             reader.start()
+            if command.on_stderr is not None:
+                err_reader = threading.Thread(
+                    target=_pump, args=(proc.stderr, command.stderr_path, command.on_stderr),
+                    name=f"toolproc-err-{proc.pid}", daemon=True)
+                err_reader.start()
+                stderr_readers.append(err_reader)
             procs.append((command, proc, reader))
 
         deadline = started + timeout_seconds
@@ -259,6 +269,8 @@ def run_tools(
             if proc.stdin is not None:  # EOF for a remote guard: it ends its tool
                 proc.stdin.close()
         for _command, _proc, reader in procs:
+            reader.join(timeout=5)
+        for reader in stderr_readers:
             reader.join(timeout=5)
 
     for outcome in outcomes:

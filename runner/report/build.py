@@ -20,8 +20,17 @@ from cephscope.runner.baseline import pre_sweep_values
 from cephscope.runner.benchmarks import BENCHMARKS
 from cephscope.runner.clients import per_client_rows
 from cephscope.runner.recovery import phase_key
-from cephscope.runner.report.hosts import Table, blamed_place, device_table, nic_table
+from cephscope.runner.report.curve_plots import plot_response_curves
+from cephscope.runner.report.curves import curves_table, response_curves, write_curve_data
+from cephscope.runner.report.fio_series import plot_fio_series
+from cephscope.runner.report.hosts import Table, blamed_place, nic_table
 from cephscope.runner.report.hosts import client_table as step_client_table
+from cephscope.runner.report.per_osd import (
+    TOP_OSDS,
+    device_tables,
+    osd_p99_tables,
+    thread_group_tables,
+)
 from cephscope.runner.report.plots import plot_axes, plot_cores, plot_heatmaps, plot_thread_groups
 from cephscope.runner.report.releases import report_sections as release_sections
 from cephscope.runner.report.step_system import (
@@ -29,6 +38,7 @@ from cephscope.runner.report.step_system import (
     SystemFigures,
     mode_window,
     read_stored,
+    rgw_op_of_mode,
     summarize_system,
     topology_from_series,
 )
@@ -51,8 +61,6 @@ SATURATION_RATIO = 0.85
 # OSD-side latency below this share of the client's latency: the time is spent elsewhere.
 OSD_LATENCY_SHARE_LOW = 0.3
 PLOT_DIR = "report-plots"
-# OSD thread groups below this many CPU seconds per second stay out of the per-step tables.
-THREAD_GROUP_MIN_CPU = 0.001
 
 
 @dataclass
@@ -146,6 +154,16 @@ def bottleneck(row: Row) -> tuple[str, str]:
                 f"CPU core {core[1]} on {core[0] or 'host'} ({core[2] * 100:.0f}% busy) while "
                 f"the host is not: one thread's work does not spread{hint}")
     client_latency = row.figure("latency_avg_seconds")
+    little = (row.result.get("extra") or {}).get("latency_little_seconds")
+    gateway = s.rgw_latency_seconds.get(rgw_op_of_mode(row.mode) or "")
+    reference = client_latency or (little if isinstance(little, int | float) else None)
+    if gateway is not None and reference:
+        share = gateway / reference
+        if share < OSD_LATENCY_SHARE_LOW:
+            how = "" if client_latency else " (concurrency / ops/s: the tool measures none)"
+            return ("outside gateway",
+                    f"outside the gateway (its own latency is {share * 100:.0f}% of the "
+                    f"client's{how}: client, network or queueing before the gateway)")
     if s.osd_op_latency_seconds is not None and client_latency:
         share = s.osd_op_latency_seconds / client_latency
         if share < OSD_LATENCY_SHARE_LOW:
@@ -224,6 +242,41 @@ COLUMNS: Sequence[tuple[str, Callable[[Row], str]]] = (
     ("CPU %", lambda r: _fmt(r.system.cpu_busy_ratio, 100)),
 )
 
+def _drives_gateway(benchmark: str) -> bool:
+    cls = BENCHMARKS.get(benchmark)
+    return cls is not None and cls.rgw_api is not None
+
+
+def rgw_mode_ops(row: Row) -> float | None:
+    """The gateways' ops/s of the op kind the row's mode issues, else all their requests."""
+    op = rgw_op_of_mode(row.mode)
+    return row.system.rgw_ops_per_second.get(op) if op else row.system.rgw_requests_per_second
+
+
+# Added to the Steps table when a step of the run drives a gateway: what the gateways
+# themselves did in the mode's window (cephscope.figures' RGW figures). An idle gateway beside
+# a RADOS or RBD sweep says nothing there (its step detail still shows it).
+RGW_COLUMNS: Sequence[tuple[str, Callable[[Row], str]]] = (
+    ("RGW op/s", lambda r: _fmt(rgw_mode_ops(r), digits=0)),
+    ("RGW lat ms", lambda r: _fmt(r.system.rgw_latency_seconds.get(rgw_op_of_mode(r.mode) or ""),
+                                  1e3, 2)),
+)
+
+# In a step's detail when its window had gateways.
+RGW_DETAIL_FIGURES: Sequence[tuple[str, Callable[[Row], str]]] = (
+    ("RGW requests/s", lambda r: _fmt(r.system.rgw_requests_per_second, digits=1)),
+    ("RGW failed requests/s", lambda r: _fmt(r.system.rgw_failed_requests_per_second, digits=1)),
+    *((f"RGW {op.upper()} op/s", lambda r, op=op: _fmt(r.system.rgw_ops_per_second.get(op),
+                                                       digits=1))
+      for op in ("put", "get")),
+    *((f"RGW {op.upper()} MiB/s", lambda r, op=op: _fmt(r.system.rgw_bytes_per_second.get(op),
+                                                        1 / 2**20, 2))
+      for op in ("put", "get")),
+    *((f"RGW {op.upper()} lat ms", lambda r, op=op: _fmt(r.system.rgw_latency_seconds.get(op),
+                                                         1e3, 2))
+      for op in ("put", "get")),
+)
+
 # The rest, per step in its detail (figure, value of a row).
 DETAIL_FIGURES: Sequence[tuple[str, Callable[[Row], str]]] = (
     ("client p50 ms", lambda r: _fmt(r.percentile("50"), 1e3, 2)),
@@ -278,23 +331,26 @@ def table(rows: Sequence[Row]) -> tuple[list[str], list[list[str]]]:
     swept = {a: label for a, label in labels.items() if label not in fixed}
     many_benchmarks = len({r.step.benchmark for r in rows}) > 1
     many_iterations = len({r.step.iteration for r in rows}) > 1
+    drives_gateway = any(r.system.has_rgw and _drives_gateway(r.step.benchmark) for r in rows)
+    columns = [*COLUMNS, *(RGW_COLUMNS if drives_gateway else ())]
     header = ["step", *(["benchmark"] if many_benchmarks else []),
               *(["iter"] if many_iterations else []), *swept.values(),
-              *(c for c, _f in COLUMNS), "bottleneck"]
+              *(c for c, _f in columns), "bottleneck"]
     body = []
     for r in rows:
         cells = [r.step.id]
         cells += [r.step.benchmark] if many_benchmarks else []
         cells += [str(r.step.iteration)] if many_iterations else []
         cells += [format_value(r.step.axes[a]) if a in r.step.axes else "" for a in swept]
-        cells += [f(r) for _c, f in COLUMNS]
+        cells += [f(r) for _c, f in columns]
         cells.append(bottleneck(r)[0] if r.status == "done" else (r.error or r.status))
         body.append(cells)
     return header, body
 
 
 def detail_table(row: Row) -> Table:
-    return ("figures", ["figure", "value"], [[name, f(row)] for name, f in DETAIL_FIGURES])
+    figures = [*DETAIL_FIGURES, *(RGW_DETAIL_FIGURES if row.system.has_rgw else ())]
+    return ("figures", ["figure", "value"], [[name, f(row)] for name, f in figures])
 
 
 def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
@@ -317,9 +373,10 @@ class Report:
     rows: list[Row]
 
 
-def system_tables(row: Row) -> list[Table]:
+def system_tables(row: Row, top_osds: int = TOP_OSDS) -> list[Table]:
     """Per-host tables of one (step, mode): CPU by mode, OSD devices, NICs, OSD thread groups,
-    per-OSD p99, clients. Every table has a host column (the `host` label, else `instance`)."""
+    per-OSD p99, clients. Every table has a host column (the `host` label, else `instance`);
+    the per-OSD ones are bounded by `top_osds` (see `per_osd`)."""
     s = row.system
     tables: list[Table] = []
     if s.cpu_modes or s.cores:
@@ -336,20 +393,11 @@ def system_tables(row: Row) -> list[Table]:
                          f"cpu{busiest[0]} {busiest[1] * 100:.0f}" if busiest else "-"])
         tables.append(("CPU per host", ["host", "busy %", "user %", "system %", "iowait %",
                                         "busy cores", "max core %"], body))
-    if s.devices:
-        tables.append(device_table(s, _fmt))
+    tables += device_tables(s, _fmt, top_osds)
     if s.nics:
         tables.append(nic_table(s, _fmt))
-    busy_groups = {k: v for k, v in s.thread_groups.items() if v >= THREAD_GROUP_MIN_CPU}
-    if busy_groups:
-        rests = f"; {s.scrapes} scrapes" if s.scrapes is not None else ""
-        tables.append((f"OSD thread groups (>= {THREAD_GROUP_MIN_CPU:g} CPU s/s{rests})",
-                       ["host", "OSD", "thread group", "CPU s/s"],
-                       [[h, d, g, _fmt(v, digits=3)] for (h, d, g), v in sorted(
-                           busy_groups.items(), key=lambda kv: (kv[0][0], kv[0][1], -kv[1]))]))
-    if s.osd_p99_by_daemon:
-        tables.append(("OSD-side p99 per OSD", ["OSD", "p99 ms"],
-                       [[d, _fmt(v, 1e3, 2)] for d, v in sorted(s.osd_p99_by_daemon.items())]))
+    tables += thread_group_tables(s, _fmt, top_osds)
+    tables += osd_p99_tables(s, _fmt, top_osds)
     clients = step_client_table(row.result, _fmt)
     if clients is not None:
         tables.append(clients)
@@ -416,7 +464,7 @@ class ReportContent:
 
 
 def build_content(run_dir: Path, prometheus_url: str | None = None,
-                  rate_window: str = AUTO_RATE_WINDOW) -> ReportContent:
+                  rate_window: str = AUTO_RATE_WINDOW, top_osds: int = TOP_OSDS) -> ReportContent:
     """Every table of the report (no files written but pulled metrics stored in the run dir).
     With a Prometheus URL, steps without stored system metrics get them pulled for their
     window (and stored), and old runs' disks / NICs are narrowed to the OSDs' devices."""
@@ -436,7 +484,7 @@ def build_content(run_dir: Path, prometheus_url: str | None = None,
     idle = load_idle_baseline(Path(run_dir), fetch_system, topology)
     header, body = table(rows)
     per_step = [(f"{r.step.id} {r.step.benchmark} {r.mode or ''} ({r.step.short_params()}, "
-                 f"iteration {r.step.iteration})", [detail_table(r), *system_tables(r)])
+                 f"iteration {r.step.iteration})", [detail_table(r), *system_tables(r, top_osds)])
                 for r in rows if r.status == "done"]
     return ReportContent(run, rows, header, body, statistics_table(rows), per_step, _notes(rows),
                          idle_baseline_table(rows, idle) if idle is not None else None)
@@ -468,17 +516,19 @@ def _html_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
 
 
 def write_report(run_dir: Path, prometheus_url: str | None = None,
-                 rate_window: str = AUTO_RATE_WINDOW, plots: bool = True) -> Report:
+                 rate_window: str = AUTO_RATE_WINDOW, plots: bool = True,
+                 top_osds: int = TOP_OSDS) -> Report:
     """Write report.md, report.html (self-contained: plots embedded) and the plots into the run
     dir; see `build_content` for what a Prometheus URL adds."""
     run_dir = Path(run_dir)
-    content = build_content(run_dir, prometheus_url, rate_window)
+    content = build_content(run_dir, prometheus_url, rate_window, top_osds)
     run, rows = content.run, content.rows
     plot_paths: list[Path] = []
     if plots:
         out = run_dir / PLOT_DIR
         plot_paths = (plot_axes(rows, out) + plot_heatmaps(rows, out)
                       + plot_thread_groups(rows, out) + plot_cores(rows, out))
+        plot_paths += plot_fio_series(rows, run_dir, out)
     steps_total = len({r.step.id for r in rows})
     steps_done = len({r.step.id for r in rows if r.status == "done"})
     # rows with raw scrapes use no rate window: name it only for rows that rest on one
@@ -520,6 +570,14 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
         md += ["## Per client", "", markdown_table(*clients), ""]
     if content.stats:
         md += ["## Statistics over iterations", "", markdown_table(*content.stats), ""]
+    curves = response_curves(rows)
+    write_curve_data(run_dir, curves)
+    curve_plots = plot_response_curves(curves, run_dir / PLOT_DIR) if plots and curves else []
+    if curves:
+        md += ["## Response curves", "", CURVES_NOTE, "",
+               *(f"- {c.knee_text()}" for c in curves), "",
+               markdown_table(*curves_table(curves)), "",
+               *(f"![{p.stem}]({PLOT_DIR}/{p.name})" for p in curve_plots), ""]
     if content.idle:
         md += ["## System vs idle baseline", "", IDLE_NOTE, "", markdown_table(*content.idle), ""]
     rec_lines, front_plots = report_lines(run_dir, run_dir / PLOT_DIR if plots else None)
@@ -564,6 +622,12 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
         h += ["<h2>Per client</h2>", _html_table(*clients)]
     if content.stats:
         h += ["<h2>Statistics over iterations</h2>", _html_table(*content.stats)]
+    if curves:
+        h += ["<h2>Response curves</h2>", f"<p>{html.escape(CURVES_NOTE)}</p>",
+              "<ul>" + "".join(f"<li>{html.escape(c.knee_text())}</li>" for c in curves)
+              + "</ul>", _html_table(*curves_table(curves))]
+        h += [f"<p><img alt='{html.escape(p.stem)}' src='{_png_data_uri(p)}'></p>"
+              for p in curve_plots]
     if content.idle:
         h += ["<h2>System vs idle baseline</h2>", f"<p>{html.escape(IDLE_NOTE)}</p>",
               _html_table(*content.idle)]
@@ -586,7 +650,15 @@ def write_report(run_dir: Path, prometheus_url: str | None = None,
     h.append("</body></html>")
     html_path = run_dir / "report.html"
     atomic_write_text(html_path, "\n".join(h))
-    return Report(md_path, html_path, plot_paths, rows)
+    return Report(md_path, html_path, plot_paths + curve_plots, rows)
+
+
+CURVES_NOTE = ("Latency against IOPS as a load axis rises (the benchmark's load parameters: "
+               "ops in flight, jobs, processes), one curve per configuration of the other "
+               "axes; figures are the mean ± sd over the iterations. The knee is the point "
+               "of maximum IOPS / mean latency: the last load step that still bought more "
+               "throughput than it cost in latency. Data: response-curves.csv and "
+               "response-curves.json beside this report.")
 
 
 IDLE_NOTE = ("Each step's figure beside the same figure over the idle baseline window at run "

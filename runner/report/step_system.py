@@ -17,9 +17,10 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
-from cephscope.figures import cpu_is_busy
+from cephscope.figures import RGW_OPERATIONS, cpu_is_busy, rgw_op_counters
 from cephscope.runner.histogram_points import add_cumulative, bucket_points
 from cephscope.runner.window_rates import SeriesRate, raw_points, series_rates
 
@@ -53,29 +54,52 @@ class OsdTopology:
     # (host label or "", interface, network) of every OSD network
     interface_networks: HostKeyed = frozenset()
 
-    def _names(self, entries: HostKeyed, host: str, name: str) -> str:
+    # Looked up once per disk and NIC series of every step: indexed, not scanned (1,000 OSDs
+    # made the scans a million comparisons per step).
+    @cached_property
+    def _device_index(self) -> dict[tuple[str, str], set[str]]:
+        return _index(self.device_osds)
+
+    @cached_property
+    def _interface_index(self) -> dict[tuple[str, str], set[str]]:
+        return _index(self.interface_networks)
+
+    @cached_property
+    def _devices_have_hosts(self) -> bool:
+        return any(h for h, _n, _v in self.device_osds)
+
+    @staticmethod
+    def _names(index: dict[tuple[str, str], set[str]], host: str, name: str) -> str:
         """Comma-joined values for (host, name); entries without a host label match by name
         alone (a single-host run keys its node_exporter series by instance, which differs from
         the exporter's)."""
-        exact = {v for h, n, v in entries if h and h == host and n == name}
+        exact = index.get((host, name), set()) if host else set()
         if not exact:
-            exact = {v for h, n, v in entries if not h and n == name}
+            exact = index.get(("", name), set())
         return ",".join(sorted(exact, key=_natural))
 
     def is_osd_device(self, host: str, device: str) -> bool:
         """Whether a disk series of `host` is an OSD's device. Where the exporters' series
         carry `host` labels the pair must match: /proc/diskstats is not per network
         namespace, so every namespace host's node_exporter lists every OSD's device."""
-        if any(h for h, _n, _v in self.device_osds):
-            return any(h == host and n == device for h, n, _v in self.device_osds)
+        if self._devices_have_hosts:
+            return (host, device) in self._device_index
         return device in self.devices
 
     def osds_of(self, host: str, device: str) -> str:
-        return self._names(self.device_osds, host, device)
+        return self._names(self._device_index, host, device)
 
     def network_of(self, host: str, interface: str) -> str:
         """"public", "cluster", "public,cluster" (one NIC carries both) or "" (not an OSD's)."""
-        return self._names(self.interface_networks, host, interface)
+        return self._names(self._interface_index, host, interface)
+
+
+def _index(entries: HostKeyed) -> dict[tuple[str, str], set[str]]:
+    """(host, name) -> values of the (host, name, value) entries."""
+    index: dict[tuple[str, str], set[str]] = {}
+    for host, name, value in entries:
+        index.setdefault((host, name), set()).add(value)
+    return index
 
 
 def _natural(text: str) -> tuple[str, int]:
@@ -176,6 +200,17 @@ class SystemFigures:
     # their figures are empty (targets scrape at different moments: one can have two scrapes
     # inside a window where another has one)
     short_counters: list[str] = field(default_factory=list)
+    # the RADOS Gateways, all together (cephscope.figures' RGW figures; None: no gateway)
+    rgw_requests_per_second: float | None = None
+    rgw_failed_requests_per_second: float | None = None
+    # op kind ("get", "put") -> ops/s, bytes/s, average latency (s)
+    rgw_ops_per_second: dict[str, float] = field(default_factory=dict)
+    rgw_bytes_per_second: dict[str, float] = field(default_factory=dict)
+    rgw_latency_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def has_rgw(self) -> bool:
+        return self.rgw_requests_per_second is not None
 
     @property
     def available(self) -> bool:
@@ -522,6 +557,43 @@ def _apply_counters(figures: SystemFigures, counters: Mapping[str, Any], window:
         key3 = (host_of(r.labels), r.labels.get("ceph_daemon", "?"),
                 r.labels.get("thread_group", "?"))
         figures.thread_groups[key3] = figures.thread_groups.get(key3, 0.0) + r.rate.per_second
+    _apply_rgw(figures, rates)
+
+
+def _apply_rgw(figures: SystemFigures, rates: Mapping[str, list[SeriesRate]]) -> None:
+    """The gateways' figures as cephscope.figures defines them: every series summed, whatever
+    its labels; a latency is the increase of the _sum over that of the _count; of the two
+    generations of GET/PUT counters (`rgw`, Tentacle's `rgw_op`), the first that has the
+    figure (PromQL's `or`)."""
+    def per_second(name: str) -> float | None:
+        found = rates.get(name) or []
+        return sum(r.rate.per_second for r in found) if found else None
+
+    figures.rgw_requests_per_second = per_second("rgw_requests")
+    figures.rgw_failed_requests_per_second = per_second("rgw_failed_requests")
+    for op in RGW_OPERATIONS:
+        generations = [f"rgw_{op}.{g}" for g in range(len(rgw_op_counters(op)))]
+        ops = next((v for g in generations if (v := per_second(f"{g}_ops")) is not None), None)
+        moved = next((v for g in generations if (v := per_second(f"{g}_bytes")) is not None),
+                     None)
+        if ops is not None:
+            figures.rgw_ops_per_second[op] = ops
+        if moved is not None:
+            figures.rgw_bytes_per_second[op] = moved
+        for g in generations:
+            count = sum(r.rate.increase for r in rates.get(f"{g}_latency_count", []))
+            if count > 0:  # nothing completed: no latency (the figure's `> 0`)
+                total = sum(r.rate.increase for r in rates.get(f"{g}_latency_sum", []))
+                figures.rgw_latency_seconds[op] = total / count
+                break
+
+
+def rgw_op_of_mode(mode: str | None) -> str | None:
+    """The gateway op kind ("put", "get") a benchmark mode issues (swiftbench's, hsbench's and
+    getput's put/get, getput's random putr/getr, a repeated phase's put.2); None otherwise."""
+    base = (mode or "").lower().split(".", 1)[0]
+    base = base[:-1] if base in ("putr", "getr") else base
+    return base if base in RGW_OPERATIONS else None
 
 
 def mode_window(result: Mapping[str, Any], mode: str | None) -> Window | None:
@@ -556,12 +628,15 @@ SYSTEM_COLUMNS = (
     "max_core_busy_ratio", "max_core", "busy_cores", "iops_per_core",
     "disk_util_ratio", "disk_device", "disk_await_seconds", "disk_iops",
     "nic_bytes_per_second", "nic_device", "osd_op_latency_seconds",
+    "rgw_requests_per_second", "rgw_ops_per_second", "rgw_latency_seconds",
 )
 
 
-def system_columns(figures: SystemFigures, iops: Any = None, bandwidth: Any = None
-                   ) -> dict[str, Any]:
-    """The SYSTEM_COLUMNS of one (step, mode), plus bandwidth in MiB/s; None when unknown."""
+def system_columns(figures: SystemFigures, iops: Any = None, bandwidth: Any = None,
+                   mode: str | None = None) -> dict[str, Any]:
+    """The SYSTEM_COLUMNS of one (step, mode), plus bandwidth in MiB/s; None when unknown.
+    The RGW op/s and latency are of the op kind the mode issues (`rgw_op_of_mode`)."""
+    op = rgw_op_of_mode(mode)
     pct = figures.osd_latency_percentiles
     modes = figures.cpu_modes.get(figures.cpu_instance or "", {})
     core = figures.max_core
@@ -581,4 +656,7 @@ def system_columns(figures: SystemFigures, iops: Any = None, bandwidth: Any = No
         "disk_await_seconds": figures.disk_await_seconds, "disk_iops": figures.disk_iops,
         "nic_bytes_per_second": figures.nic_bytes_per_second, "nic_device": figures.nic_device,
         "osd_op_latency_seconds": figures.osd_op_latency_seconds,
+        "rgw_requests_per_second": figures.rgw_requests_per_second,
+        "rgw_ops_per_second": figures.rgw_ops_per_second.get(op) if op else None,
+        "rgw_latency_seconds": figures.rgw_latency_seconds.get(op) if op else None,
     }

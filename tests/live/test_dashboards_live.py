@@ -9,6 +9,11 @@ root filesystem) scraping the same cluster and the same sweeps (3.x has left-ope
 selectors and normalises classic histograms' `le` labels), storing the exporter's histograms
 as native histograms with custom buckets; the OSD latency percentiles of each step agree
 between the two.
+
+The CephFS and RGW panels need traffic on the session cluster's MDS and gateway: while the
+sweeps run, a background loop makes Swift rounds on the gateway and file rounds through a
+ceph-fuse mount of its file system (deploy/service_traffic.py), and the exporter's MDS and RGW
+series in Prometheus are checked against what that loop did.
 """
 
 from __future__ import annotations
@@ -16,10 +21,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from cephscope.dashboards import rule_names as names
 from cephscope.dashboards.queries import (
     annotation_queries,
     cookbook_queries,
@@ -30,6 +37,12 @@ from cephscope.dashboards.queries import (
 )
 from cephscope.deploy import rootfs
 from cephscope.deploy.devcluster import DevCluster
+from cephscope.deploy.service_traffic import (
+    BackgroundTraffic,
+    CephFuseMount,
+    Counts,
+    SwiftAccount,
+)
 from cephscope.deploy.stack import Stack
 from cephscope.figures import OSD_OP_LATENCY_HISTOGRAM, STACK_FIGURES
 from cephscope.runner.report.step_system import summarize_system
@@ -75,16 +88,46 @@ def prometheus(request: pytest.FixtureRequest, stack: Stack, stack3: Stack) -> S
     return chosen
 
 
+@dataclass(frozen=True)
+class ServiceTraffic:
+    """What the background loop did on the MDS and the gateway, and when."""
+
+    started: float
+    stopped: float
+    swift: Counts
+    files: int
+
+
 @pytest.fixture(scope="module")
-def swept(devcluster: DevCluster, stack: Stack, stack3: Stack,
-          tmp_path_factory: pytest.TempPathFactory) -> SweepRun:
+def traffic_and_sweep(devcluster: DevCluster, stack: Stack, stack3: Stack,
+                      tmp_path_factory: pytest.TempPathFactory
+                      ) -> tuple[SweepRun, ServiceTraffic]:
+    assert devcluster.mds and devcluster.rgw, "the session dev cluster needs its MDS and gateway"
     runs = tmp_path_factory.mktemp("dashboards-runs")
     spec = SPEC.format(seconds=8)
+    access = devcluster.rgw_access()
+    swift = SwiftAccount(access.swift_auth_url, access.swift_user, access.swift_key)
     baseline = run_sweep(devcluster, stack, spec, runs / "baseline")
-    current = run_sweep(devcluster, stack, spec, runs / "current", baseline=baseline.run_dir)
-    # The rule groups evaluate every 5 s: give the last evaluations time to land.
-    time.sleep(6)
-    return current
+    # From here on, both Prometheus servers have scraped the gateway for a minute: the test
+    # below finds a scrape well before the traffic began.
+    with CephFuseMount(devcluster.conf_path, runs / "cephfs") as mountpoint:
+        traffic = BackgroundTraffic(swift, mountpoint, interval=1.0)
+        started = time.time()
+        traffic.start()
+        try:
+            current = run_sweep(devcluster, stack, spec, runs / "current",
+                                baseline=baseline.run_dir)
+            # The rule groups evaluate every 5 s: give the last evaluations time to land.
+            time.sleep(6)
+        finally:
+            traffic.stop()
+        stopped = time.time()
+    return current, ServiceTraffic(started, stopped, traffic.counts, traffic.files_done)
+
+
+@pytest.fixture(scope="module")
+def swept(traffic_and_sweep: tuple[SweepRun, ServiceTraffic]) -> SweepRun:
+    return traffic_and_sweep[0]
 
 
 def evaluate(stack: Stack, expr: str, instant: bool, run: SweepRun) -> list[dict[str, Any]]:
@@ -149,6 +192,51 @@ def test_every_cookbook_query_returns_series(prometheus: Stack, swept: SweepRun)
         if not evaluate(stack, expr, True, swept) and not evaluate(stack, expr, False, swept):
             empty.append(expr)
     assert not empty, "cookbook queries without data:\n" + "\n".join(empty)
+
+
+def _scrapes_around(stack: Stack, metric: str, before: float, after: float) -> tuple[float, float]:
+    """Of one series, the last scrape that began a scrape interval before `before` (its
+    socket reads long done by then) and the first that began after `after` (a sample's
+    timestamp is when its scrape began; the exporter reads the sockets after that)."""
+    at = after + 15
+    result = prometheus_get(stack, "/api/v1/query",
+                            {"query": f"{metric}[{int(at - before) + 30}s]", "time": str(at)})
+    assert len(result["result"]) == 1, (metric, result["result"])
+    samples = [(float(t), float(v)) for t, v in result["result"][0]["values"]]
+    return ([v for t, v in samples if t < before - 5][-1],
+            next(v for t, v in samples if t > after))
+
+
+def test_exporter_mds_and_rgw_series_follow_the_traffic(
+        prometheus: Stack, traffic_and_sweep: tuple[SweepRun, ServiceTraffic]) -> None:
+    """During the sweep's steps Prometheus holds the exporter's MDS and gateway series, and
+    the gateway's counters moved by exactly the requests the traffic made: every PUT, GET and
+    request between the last scrape before it started and the first after it stopped."""
+    swept, traffic = traffic_and_sweep
+    stack = prometheus
+    assert traffic.swift.puts >= 8 and traffic.files >= 8, traffic
+    time.sleep(max(0.0, traffic.stopped + 7 - time.time()))  # a scrape after it stopped
+    exporter = 'job="cephscope-exporter"'
+    made = {"ceph_rgw_put": traffic.swift.puts, "ceph_rgw_get": traffic.swift.gets,
+            "ceph_rgw_req": traffic.swift.puts + traffic.swift.gets + traffic.swift.deletes
+            + traffic.swift.other}
+    for metric, requests in made.items():
+        before, after = _scrapes_around(stack, f'{metric}{{{exporter}, instance_id="a"}}',
+                                        traffic.started, traffic.stopped)
+        assert after - before == requests, (metric, before, after, traffic.swift)
+    before, after = _scrapes_around(
+        stack, f'ceph_mds_server_handle_client_request{{{exporter}, ceph_daemon="mds.a"}}',
+        traffic.started, traffic.stopped)
+    assert after - before >= traffic.files, (before, after, traffic.files)
+    # and every step of the sweep has its MDS and gateway figures recorded, moving
+    window = f"[{int(swept.end - swept.start) + 15}s]"
+    for name in (names.STEP_MDS_REQUESTS, names.STEP_RGW_OPS):
+        query = f'max by (step) (max_over_time({name}{{run="{swept.run_id}"}}{window}))'
+        rows = prometheus_get(stack, "/api/v1/query",
+                              {"query": query, "time": str(swept.end + 5)})["result"]
+        by_step = {r["metric"]["step"]: float(r["value"][1]) for r in rows}
+        assert set(by_step) == {s["step"] for s in swept.steps}, (name, by_step)
+        assert all(v > 0 for v in by_step.values()), (name, by_step)
 
 
 # The two servers scrape the exporter at nearly the same moments (the same target gets the

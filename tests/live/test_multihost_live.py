@@ -2,8 +2,9 @@
 
 One session cluster (`multihost` fixture) shared by the tests below, in this order:
 hosts and targets, a 2-step sweep on both clients checked against the OSDs' own counters, a
-SIGKILL + `--resume`, a restart-only option swept with OSD restarts on every host, a client
-namespace torn down mid-step, and `down` leaving nothing.
+SIGKILL + `--resume`, a fio sweep on librbd client endpoints of both clients with its report,
+a restart-only option swept with OSD restarts on every host, a client namespace torn down
+mid-step, and `down` leaving nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from cephscope.deploy.procs import proc_cmdline, terminate
 from cephscope.runner.clients import close_clients, ssh_control_dir
 from cephscope.runner.hostexec import SshHost
 from cephscope.runner.report.build import write_report
+from cephscope.runner.report.fio_series import step_series_of
 from tests.live.cluster_checks import shard_counts
 
 from .sweep_kill import run_sweep_until_step_then_kill
@@ -281,6 +283,72 @@ def test_sigkill_then_resume_leaves_no_benchmark_on_any_client(
         assert result["status"] == "done" and sorted(result["results"][0]["clients"]) == [
             "client1", "client2"]
     assert not benchmark_pids(multihost, "client1") and not benchmark_pids(multihost, "client2")
+
+
+FIO_LIBRBD = """\
+cluster:
+  clients: [client1, client2]
+client_endpoints:
+  images:
+    driver: librbd
+    endpoints_per_client: 2
+    endpoint_size: 64
+benchmarks:
+  fio:
+    client_endpoints: images
+    mode: randwrite
+    bs: 4k
+    total_iodepth: [1, 8]
+    size: 32
+    time: 5
+    time_based: true
+    prefill: false
+    log_avg_msec: 1000
+"""
+
+
+def test_fio_on_librbd_endpoints_of_both_clients_with_its_report(
+        multihost: DevCluster, multihost_stack: Any, tmp_path: Path) -> None:
+    """CBT's fio benchmark across the clients: each client's images, its fio processes, its
+    fio logs (written on the client, copied into the step dir), per-client and aggregate
+    results, and the report with fio's time series beside the OSDs' (Prometheus)."""
+    spec = tmp_path / "fio.yaml"
+    spec.write_text(FIO_LIBRBD)
+    results = tmp_path / "run"
+    proc = subprocess.run(
+        sweep_argv(str(spec), "--devcluster", str(multihost.state_dir), "--results-dir",
+                   str(results), "--metrics-port", str(multihost_stack.runner_port),
+                   "--prometheus-url", multihost_stack.prometheus_url, "--metrics-linger", "0",
+                   "--idle-baseline", "0", "--quiet-gap", "0", "--no-drop-caches"),
+        capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    steps = json.loads((results / "run.json").read_text())["steps"]
+    figures = []
+    for s in steps:
+        step_dir = results / f"step-{s['id']}"
+        result = json.loads((step_dir / "result.json").read_text())
+        (agg,) = result["results"]
+        assert sorted(agg["clients"]) == ["client1", "client2"]
+        assert all(r["iops"] > 0 for r in agg["clients"].values())
+        # total_iodepth 1 per client: one of its two endpoints runs, at depth 1; 8: both at 4
+        depths = {1: [1], 8: [4, 4]}[s["params"]["total_iodepth"]]
+        assert agg["extra"]["endpoint"]["iodepths"] == depths
+        logs = {p.name.split("_")[0] for p in step_dir.glob("*_iops.1.log")}
+        assert logs == {f"fio-randwrite.client{c}.{i}" for c in (1, 2)
+                        for i in range(len(depths))}
+        figures.append((s["params"]["total_iodepth"], round(agg["iops"]),
+                        round(agg["latency_avg_seconds"] * 1e3, 2),
+                        {c: round(r["iops"]) for c, r in agg["clients"].items()}))
+    assert not list((results / "client-work").rglob("*.log"))  # taken off the clients
+    report = write_report(results, multihost_stack.prometheus_url)
+    assert len([p for p in report.plots if p.name.startswith("fio-series-")]) == 2
+    for row in report.rows:  # fio's series beside the OSDs' op rate Prometheus recorded
+        found = step_series_of(row, results)
+        assert found is not None and len(found.fio_iops) >= 3 and found.osd_ops, row.step.id
+    listed = subprocess.run(["rbd", "-c", str(multihost.conf_path), "ls", "rbd"],
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert not [i for i in listed if i.startswith("cephscope-") and i != "cephscope-img"]
+    print(f"\nlive multihost fio librbd (total_iodepth, IOPS, ms, per client): {figures}")
 
 
 SHARDS_ON_TWO_CLIENTS = """\

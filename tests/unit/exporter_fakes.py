@@ -10,6 +10,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from cephscope.exporter.collectors.ops import FINE_PHASE_BUCKETS
+from cephscope.exporter.exposition import format_value
 from cephscope.exporter.main import build_parser, make_server
 from cephscope.exporter.netinfo import InterfaceAddress, parse_if_inet6, parse_ip_json
 from cephscope.exporter.osdmeta import MonClient
@@ -27,12 +29,32 @@ def normalise(text: str) -> str:
     return re.sub(r'pythonversion="[^"]*"', 'pythonversion="X"', text)
 
 
+# Each flag that brings back what the default exposition leaves out (docs/metrics.md,
+# *Series per OSD*), with the finer phase buckets of the phase histogram.
+EVERY_SERIES_FLAGS: tuple[str, ...] = (
+    "--collector.perf.exclude-collections=",
+    "--collector.histogram.ops=r,w,rw",
+    "--collector.histogram.latency-max-seconds=0",
+    "--collector.histogram.size",
+    "--collector.opqueue.strict-queues",
+    "--collector.opqueue.priorities",
+    "--collector.ops.phases=all",
+    "--collector.ops.phase-buckets=" + ",".join(format_value(b) for b in FINE_PHASE_BUCKETS),
+    "--collector.ops.flag-points",
+    "--collector.threads.groups=.*",
+    "--collector.topology.device-gauges",
+)
+
+
 # promtool lint findings that ceph-exporter's own names cause (names kept for compatibility).
 CEPH_COMPAT_LINT = re.compile(
     r'^ceph_\S+ (counter metrics should have "_total" suffix'
     r'|non-histogram and non-summary metrics should not have "_(sum|count)" suffix'
     # ceph-exporter keeps the ':' of collections like bluestore-pricache:kv
-    r"|metric names should not contain ':')$"
+    r"|metric names should not contain ':'"
+    # and Ceph's own counter names: rgw get_b / put_b, AsyncMessenger::Worker
+    r"|metric names should not contain abbreviated units"
+    r"|metric names should be written in 'snake_case' not 'camelCase')$"
 )
 
 

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
+import sys
+import textwrap
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
+
+import pytest
 
 from cephscope.runner.benchmarks.base import (
     BenchContext,
@@ -115,6 +121,10 @@ class FakeCluster:
         self.metadata: list[dict[str, Any]] = [
             {"id": i, "hostname": "osd-host", "devices": "sda"} for i in range(osds)]
         self.rotational: set[int] = set()  # OSDs whose store is on a rotational device
+        # erasure-code profiles as `osd erasure-code-profile get` prints them (all strings)
+        self.ec_profiles: dict[str, dict[str, str]] = {}
+        # `osd crush rule dump`: id -> name
+        self.crush_rules: dict[int, str] = {0: "replicated_rule"}
 
     # the CephCli surface the manager uses
     def limit_to(self, seconds: float | None) -> None:
@@ -154,7 +164,37 @@ class FakeCluster:
         if prefix == "osd pool ls":
             return [{"pool_name": n, **p} for n, p in self.pools.items()]
         if prefix == "osd pool create":
-            self.pools[args["pool"]] = {"type": 1, "size": 3}
+            if args.get("pool_type") == "erasure":
+                # as Ceph does: a crush rule named after the pool, which outlives it
+                rule = max(self.crush_rules) + 1
+                self.crush_rules[rule] = args["pool"]
+                ec = self.ec_profiles[args["erasure_code_profile"]]
+                self.pools[args["pool"]] = {"type": 3, "size": int(ec["k"]) + int(ec["m"]),
+                                            "erasure_code_profile": args["erasure_code_profile"],
+                                            "crush_rule": rule}
+            else:
+                self.pools[args["pool"]] = {"type": 1, "size": 3, "crush_rule": 0}
+            return None
+        if prefix == "osd crush rule dump":
+            return [{"rule_id": i, "rule_name": n} for i, n in self.crush_rules.items()]
+        if prefix == "osd crush rule rm":
+            used = {p["crush_rule"] for p in self.pools.values()}
+            rule = next(i for i, n in self.crush_rules.items() if n == args["name"])
+            if rule in used:
+                raise CephError(f"`ceph osd crush rule rm` failed: EBUSY crush rule "
+                                f"{args['name']} in use")
+            del self.crush_rules[rule]
+            return None
+        if prefix == "osd erasure-code-profile get":
+            if args["name"] not in self.ec_profiles:
+                raise CephError("`ceph osd erasure-code-profile get` failed: ENOENT unknown "
+                                f"erasure code profile '{args['name']}'")
+            return dict(self.ec_profiles[args["name"]])
+        if prefix == "osd erasure-code-profile set":
+            self.ec_profiles[args["name"]] = dict(p.split("=", 1) for p in args["profile"])
+            return None
+        if prefix == "osd erasure-code-profile rm":
+            self.ec_profiles.pop(args["name"], None)
             return None
         if prefix == "osd pool set":
             self.pools[args["pool"]][args["var"]] = int(args["val"])
@@ -295,3 +335,102 @@ class Recorder:
     def stop(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+# Stand-in for the tools a benchmark runs (fio, rbd, ...): records argv and CEPH_CONF in
+# $FAKE_LOG; fio replays the real capture $FAKE_FIO_CAPTURE on stdout and, asked for logs
+# (--write_iops_log=PREFIX), copies the real logs in $FAKE_FIO_LOGS under PREFIX; the others
+# succeed silently. $FAKE_FIO_FAIL makes fio fail as fio does without its image.
+FAKE_TOOL = textwrap.dedent(
+    """\
+    #!{python}
+    import glob, os, re, shutil, sys, time
+    with open(os.environ["FAKE_LOG"], "a") as log:
+        log.write(os.path.basename(sys.argv[0]) + " " + " ".join(sys.argv[1:]) + " CEPH_CONF="
+                  + os.environ.get("CEPH_CONF", "") + "\\n")
+    if os.path.basename(sys.argv[0]) == "fio":
+        if os.environ.get("FAKE_FIO_FAIL"):
+            sys.stderr.write("rbd_open failed.\\nfio_rbd_connect failed.\\n")
+            sys.exit(1)
+        for arg in sys.argv[1:]:
+            if arg.startswith("--write_iops_log=") and os.environ.get("FAKE_FIO_LOGS"):
+                prefix = arg.split("=", 1)[1]
+                for path in glob.glob(os.path.join(os.environ["FAKE_FIO_LOGS"], "*.log")):
+                    kind = re.search(r"_([a-z]+\\.[0-9]+\\.log)$", path).group(1)
+                    shutil.copy(path, prefix + "_" + kind)
+        data = open(os.environ["FAKE_FIO_CAPTURE"]).read()
+        for i in range(0, len(data), 20000):
+            sys.stdout.write(data[i:i + 20000]); sys.stdout.flush(); time.sleep(0.01)
+    """
+)
+
+
+def install_fake_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                       names: Sequence[str]) -> Path:
+    """FAKE_TOOL as each of `names`, first on PATH; calls logged in tmp_path/calls.log."""
+    from tests.unit.bench_golden import TOOLS_DIR
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    for name in names:
+        script = bindir / name
+        script.write_text(FAKE_TOOL.format(python=sys.executable))
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_LOG", str(tmp_path / "calls.log"))
+    monkeypatch.setenv("FAKE_FIO_CAPTURE",
+                       str(TOOLS_DIR / "fio-3.33-rbd-randread-4k-qd16-status1.jsonplus"))
+    return bindir
+
+
+class ScriptedHost:
+    """A HostExec whose commands are answered by `answer(argv) -> (returncode, stdout)`; every
+    argv it was asked to run is kept in `calls` (nothing is run)."""
+
+    def __init__(self, name: str,
+                 answer: Callable[[list[str]], tuple[int, bytes]] = lambda argv: (0, b"")
+                 ) -> None:
+        self.name = name
+        self.answer = answer
+        self.calls: list[list[str]] = []
+
+    def argv(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> list[str]:
+        return list(argv)
+
+    def run(self, argv: Sequence[str], *, timeout: float, input: bytes | None = None,
+            check: bool = True, env: Mapping[str, str] | None = None) -> Any:
+        import subprocess
+
+        from cephscope.runner.hostexec import HostExecError
+
+        self.calls.append(list(argv))
+        code, out = self.answer(list(argv))
+        if check and code != 0:
+            raise HostExecError(f"{self.name}: {' '.join(argv)} failed ({code})")
+        return subprocess.CompletedProcess(list(argv), code, out, b"")
+
+    def popen(self, argv: Sequence[str], env: Mapping[str, str] | None = None,
+              **kwargs: Any) -> Any:
+        raise NotImplementedError("ScriptedHost runs no processes")
+
+
+class MountTable:
+    """What a ScriptedHost's mount commands do to its mount table: `mount`-like tools add
+    their last argument, `umount` removes it, `mountpoint -q` asks it."""
+
+    MOUNTERS = ("ceph-fuse", "rbd-fuse", "mount")
+
+    def __init__(self) -> None:
+        self.mounted: set[str] = set()
+
+    def __call__(self, argv: list[str]) -> tuple[int, bytes]:
+        program = argv[0]
+        if program == "mountpoint":
+            return (0 if argv[-1] in self.mounted else 1), b""
+        if program == "umount":
+            self.mounted.discard(argv[-1])
+            return 0, b""
+        if program in self.MOUNTERS:
+            # `mount -t ceph :/ MP -o ...` names the mountpoint before its options
+            self.mounted.add(argv[argv.index(":/") + 1] if ":/" in argv else argv[-1])
+        return 0, b""

@@ -48,10 +48,26 @@ OSD = [("osd_op_latency_sum", {"ceph_daemon": "osd.0"}, 0.5),
        ("osd_op_latency_sum", {"ceph_daemon": "osd.1"}, 1.5),
        ("osd_op_latency_count", {"ceph_daemon": "osd.1"}, 100)]
 EXPORTER_INSTANCE = "host1:9967"
+# two gateways, labelled differently (ceph-exporter's instance_id, another exporter's
+# ceph_daemon): the RGW figures sum over every label. Gateway a counts GET/PUT in `rgw`
+# (Pacific, Reef), gateway b in `rgw_op` (Tentacle): a figure takes the first generation that
+# has it, as PromQL's `or` does. Increments per 5 s scrape are 5 x a binary fraction, so
+# promtool's rates and the report's figures are the same floats.
+RGW = [("rgw_requests", {"instance_id": "a"}, 80), ("rgw_failed_requests", {"instance_id": "a"}, 1.25),
+       ("rgw_requests", {"ceph_daemon": "client.rgw.b"}, 40),
+       ("rgw_failed_requests", {"ceph_daemon": "client.rgw.b"}, 0.625),
+       *((f"rgw_{op}.0_{what}", {"instance_id": "a"}, inc * scale)
+         for op, scale in (("put", 1.0), ("get", 0.5))
+         for what, inc in (("ops", 40), ("bytes", 40 * 4096), ("latency_sum", 0.625),
+                           ("latency_count", 40)))]
+RGW_TENTACLE = [(f"rgw_{op}.1_{what}", {"instance_id": "t"}, inc * scale)
+                for op, scale in (("put", 1.0), ("get", 0.5))
+                for what, inc in (("ops", 20), ("bytes", 20 * 4096), ("latency_sum", 1.25),
+                                  ("latency_count", 20))]
 
 
 def _labels(kind: str, extra: dict[str, str]) -> dict[str, str]:
-    if kind.startswith("osd_"):
+    if kind.startswith(("osd_", "rgw_")):
         return {"job": fig.EXPORTER_JOB, "instance": EXPORTER_INSTANCE, **extra}
     return {"job": fig.NODE_JOB, "instance": INSTANCE, **extra}
 
@@ -131,6 +147,36 @@ def test_osd_op_latency_is_all_ops_over_all_osds_in_report_and_promql(tmp_path: 
                      [("{}", figures.osd_op_latency_seconds)])
 
 
+def test_rgw_figures_sum_every_gateway_in_report_and_promql(tmp_path: Path) -> None:
+    figures = summarize_system(_stored(RGW), window=WINDOW)
+    assert figures.rgw_requests_per_second == 24.0
+    assert figures.rgw_failed_requests_per_second == 0.375
+    assert figures.rgw_ops_per_second == {"put": 8.0, "get": 4.0}
+    assert figures.rgw_bytes_per_second["put"] == 8.0 * 4096
+    # the latency pair: increase of the sums over that of the counts
+    assert figures.rgw_latency_seconds == {"put": 1 / 64, "get": 1 / 64}
+    tentacle = summarize_system(_stored(RGW_TENTACLE), window=WINDOW)
+    assert tentacle.rgw_ops_per_second == {"put": 4.0, "get": 2.0}
+    assert tentacle.rgw_latency_seconds == {"put": 1 / 16, "get": 1 / 16}
+    f = WINDOW_FIGURES
+    for samples, found in ((RGW, figures), (RGW_TENTACLE, tentacle)):
+        series = _series(samples)
+        for op in fig.RGW_OPERATIONS:
+            _promtool_agrees(tmp_path, series, f.rgw_op_rate(op),
+                             [("{}", found.rgw_ops_per_second[op])])
+            _promtool_agrees(tmp_path, series, f.rgw_bytes_rate(op),
+                             [("{}", found.rgw_bytes_per_second[op])])
+            _promtool_agrees(tmp_path, series, f.rgw_latency_seconds(op),
+                             [("{}", found.rgw_latency_seconds[op])])
+    series = _series(RGW)
+    _promtool_agrees(tmp_path, series, f.rgw_request_rate(),
+                     [("{}", figures.rgw_requests_per_second)])
+    _promtool_agrees(tmp_path, series, f.rgw_failed_request_rate(),
+                     [("{}", figures.rgw_failed_requests_per_second)])
+    # a step without gateways has no RGW figure (not zero)
+    assert not summarize_system(_stored(CPU), window=WINDOW).has_rgw
+
+
 def test_report_rules_and_dashboards_share_the_figures() -> None:
     report = render_queries("30s")
     stack = fig.STACK_FIGURES
@@ -161,6 +207,55 @@ def test_both_stacks_scrape_the_figures_jobs_at_their_interval(tmp_path: Path) -
         assert config["global"]["scrape_interval"] == f"{fig.SCRAPE_INTERVAL_SECONDS}s"
     assert DEFAULT_CONFIG.node_job_selector == fig.job_matcher(fig.NODE_JOB)
     assert DEFAULT_CONFIG.rate_window == fig.RULE_RATE_WINDOW
+
+
+def _exporter_series(name: str, labels: dict[str, str], inc: float) -> dict[str, str]:
+    text = ", ".join(f'{k}="{v}"' for k, v in
+                     {"job": fig.EXPORTER_JOB, "instance": EXPORTER_INSTANCE, **labels}.items())
+    return {"series": f"{name}{{{text}}}", "values": f"0+{inc!r}x{SCRAPES - 1}"}
+
+
+def test_rgw_latency_takes_each_gateways_own_counters(tmp_path: Path) -> None:
+    """A Reef gateway has get_initial_lat, a Tentacle one rgw_op's get_obj_lat (its
+    get_initial_lat is gone): per gateway, each gets its own; one that served no GET in the
+    window has no sample rather than NaN."""
+    series = [
+        _exporter_series("ceph_rgw_get_initial_lat_sum", {"instance_id": "reef"}, 0.25),
+        _exporter_series("ceph_rgw_get_initial_lat_count", {"instance_id": "reef"}, 50),
+        _exporter_series("ceph_rgw_op_get_obj_lat_sum", {"instance_id": "tentacle"}, 0.5),
+        _exporter_series("ceph_rgw_op_get_obj_lat_count", {"instance_id": "tentacle"}, 25),
+        _exporter_series("ceph_rgw_get_initial_lat_sum", {"instance_id": "idle"}, 0),
+        _exporter_series("ceph_rgw_get_initial_lat_count", {"instance_id": "idle"}, 0),
+    ]
+    _promtool_agrees(tmp_path, series, WINDOW_FIGURES.rgw_latency_seconds("get", ("instance_id",)),
+                     [('{instance_id="reef"}', 0.005), ('{instance_id="tentacle"}', 0.02)])
+    ops = [_exporter_series("ceph_rgw_op_put_obj_ops", {"instance_id": "tentacle"}, 25)]
+    _promtool_agrees(tmp_path, ops, WINDOW_FIGURES.rgw_op_rate("put"), [("{}", 5.0)])
+    with pytest.raises(ValueError, match="delete"):
+        fig.rgw_op_counters("delete")
+
+
+def test_mds_and_rgw_figures_are_the_rules_and_the_panels(tmp_path: Path) -> None:
+    series = [
+        _exporter_series("ceph_mds_reply_latency_sum", {"ceph_daemon": "mds.a"}, 0.125),
+        _exporter_series("ceph_mds_reply_latency_count", {"ceph_daemon": "mds.a"}, 25),
+    ]
+    _promtool_agrees(tmp_path, series, WINDOW_FIGURES.mds_reply_latency_seconds(),
+                     [("{}", 0.005)])
+    stack = fig.STACK_FIGURES
+    recorded = [(r["record"], r.get("labels", {}), r["expr"])
+                for g in recording_rules(DEFAULT_CONFIG)["groups"] for r in g["rules"]]
+    assert (names.STEP_MDS_REPLY_LATENCY_AVG, {},
+            f"cephscope_step_info * on() group_left() ({stack.mds_reply_latency_seconds()})"
+            ) in recorded
+    for op in fig.RGW_OPERATIONS:
+        assert any(r == names.STEP_RGW_LATENCY_AVG and labels == {"op": op}
+                   and stack.rgw_latency_seconds(op) in expr for r, labels, expr in recorded)
+    overview = json.loads((REPO / "dashboards" / "json" / "sweep-overview.json").read_text())
+    exprs = {t["expr"] for p in overview["panels"] for t in p.get("targets", [])}
+    assert any("ceph_rgw_op_get_obj_lat_sum" in e and "ceph_rgw_get_initial_lat_sum" in e
+               for e in exprs)
+    assert any("ceph_mds_reply_latency_sum" in e for e in exprs)
 
 
 # ---- histograms stored classic or native ----------------------------------------------------

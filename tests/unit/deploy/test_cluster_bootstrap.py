@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from cephscope.deploy.cluster_bootstrap import ClusterBootstrap
 from cephscope.deploy.cluster_commands import ClusterCommands
-from cephscope.deploy.cluster_layout import ClusterLayout, ClusterState
+from cephscope.deploy.cluster_layout import ClusterLayout, ClusterState, DevClusterError
 from cephscope.deploy.placement import Release
 from tests.unit.devcluster_fakes import FakeRunner, Journal, RecordingDaemons, RecordingHealth, RecordingLoops
 
@@ -97,3 +99,20 @@ def test_loop_backed_osds_are_recorded_as_each_is_attached(tmp_path: Path) -> No
     maker.reattach_loops(state)
     assert loop_devices(layout) == ["/dev/loop42", "/dev/loop43"]
     assert (layout.osd_data(0) / "block").readlink() == Path("/dev/loop42")
+
+
+def test_work_with_the_mon_runs_once_the_mon_is_up_and_its_failure_is_raised(tmp_path: Path) -> None:
+    journal = Journal()
+    layout = ClusterLayout.resolve(tmp_path / "c", num_osds=1, osd_size_gib=1)
+    maker = bootstrap(layout, journal)
+
+    def with_the_mon() -> None:
+        journal.add("with_the_mon", [e[1] for e in journal.kinds("start")])
+        raise DevClusterError("`ceph fs new` failed: Error EINVAL")
+
+    with pytest.raises(DevClusterError, match="fs new"):
+        maker.create(maker.new_state("file"), with_the_mon=with_the_mon)
+    (_, started_before), = journal.kinds("with_the_mon")
+    assert started_before[:1] == ["mon.a"]
+    # the rest of the cluster was still made: the caller's teardown finds it all recorded
+    assert [e[1] for e in journal.kinds("start")] == ["mon.a", "mgr.x", "osd.0"]

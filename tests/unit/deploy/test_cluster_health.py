@@ -1,11 +1,15 @@
-"""The dev cluster's waits, against scripted `ceph` answers: OSDs up, HEALTH_OK with the
-release's known checks muted, and what a timeout says."""
+"""The dev cluster's waits, against scripted `ceph` answers: OSDs up, an MDS active, HEALTH_OK
+with the release's known checks muted, and what a timeout says; the gateway's HTTP answer
+against a real local server."""
 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
+import threading
 from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +83,54 @@ def test_no_health_ok_says_the_health_detail(tmp_path: Path) -> None:
     with pytest.raises(DevClusterError, match=r"no HEALTH_OK after 0s: detail line 1 \| detail line 2"):
         waits.wait_health_ok(timeout=0.05)
     assert not any("mute" in argv for argv in ceph.calls)  # the host's packages mute nothing
+
+
+def fs_dump(state: str | None, fs_name: str = "cephfs") -> dict[str, Any]:
+    info = {"gid_4200": {"name": "a", "state": state}} if state else {}
+    return {"filesystems": [{"mdsmap": {"fs_name": fs_name, "info": info}}]}
+
+
+def test_wait_mds_active_waits_through_creating_until_active(tmp_path: Path) -> None:
+    waits, ceph = health(tmp_path, [Exception("mon restarting"), {"filesystems": []}, fs_dump(None),
+                                    fs_dump("up:creating"), fs_dump("up:active")])
+    waits.wait_mds_active("cephfs", "a", timeout=5)
+    assert len(ceph.calls) == 5 and all(argv[-4:-2] == ["fs", "dump"] for argv in ceph.calls)
+
+
+@pytest.mark.parametrize(("dump", "said"), [
+    (fs_dump("up:replay"), r"\(up:replay\)"),
+    (fs_dump("up:active", fs_name="other"), r"\(no filesystem cephfs\)"),
+    (fs_dump(None), r"\(no rank held by mds\.a\)"),
+    ("garbage", r"\(not in the MDS map\)"),
+])
+def test_wait_mds_active_says_what_the_mds_was_doing(tmp_path: Path, dump: Any, said: str) -> None:
+    waits, _ = health(tmp_path, [dump])
+    with pytest.raises(DevClusterError, match=r"mds\.a not up:active for cephfs after 0s " + said):
+        waits.wait_mds_active("cephfs", "a", timeout=0.05)
+
+
+def test_wait_http_takes_any_answer_and_names_what_does_not_answer(tmp_path: Path) -> None:
+    class Forbidden(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(403)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Forbidden)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    waits, _ = health(tmp_path, [{}])
+    try:
+        waits.wait_http(f"http://127.0.0.1:{server.server_address[1]}/", "client.rgw.a", timeout=5)
+    finally:
+        server.shutdown()
+        server.server_close()
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]  # bound, never listening: connections are refused
+        said = (rf"client.rgw.a does not answer at http://127.0.0.1:{port}/ after 0s "
+                r"\(.*refused.*\); see .*/log")
+        with pytest.raises(DevClusterError, match=said):
+            waits.wait_http(f"http://127.0.0.1:{port}/", "client.rgw.a", timeout=0.05)

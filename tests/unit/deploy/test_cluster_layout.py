@@ -60,3 +60,39 @@ def test_host_releases_add_no_release_arguments(tmp_path: Path) -> None:
     assert layout.release.root is None
     assert layout.release_spec_field("muted_health_checks") == ()
     assert layout.osd_release_args() == []
+
+
+def test_mds_and_rgw_are_named_placed_and_given_the_last_port(tmp_path: Path) -> None:
+    layout = ClusterLayout.resolve(tmp_path / "c", port_base=21000, mds=True, rgw=True)
+    assert layout.service_names() == ["mds.a", "client.rgw.a"]
+    assert layout.daemon_names() == ["mon.a", "mgr.x", "mds.a", "client.rgw.a"]
+    assert layout.daemon_asok("mds.a") == layout.state_dir / "run" / "ceph-mds.a.asok"
+    assert layout.pid_file("client.rgw.a") == layout.state_dir / "run" / "client.rgw.a.pid"
+    # the gateway has base+99; the messengers are kept below it
+    assert layout.rgw_port == 21099 and layout.msgr_port_range == (21010, 21098)
+    assert layout.rgw_addr == "127.0.0.1"
+    assert layout.ports() == [21000, *range(21010, 21099), 21099]
+    without = ClusterLayout.resolve(tmp_path / "d", port_base=21000)
+    assert without.service_names() == [] and without.ports() == [21000, *range(21010, 21100)]
+
+
+def test_the_record_keeps_mds_and_rgw_and_refuses_to_add_them_later(tmp_path: Path) -> None:
+    record(tmp_path / "c", mds=True, rgw=True)
+    layout = ClusterLayout.resolve(tmp_path / "c")  # no flags: the record's services
+    assert (layout.mds, layout.rgw) == (True, True)
+    assert layout.daemon_names()[-2:] == ["mds.a", "client.rgw.a"]
+    record(tmp_path / "d")  # a record from before services existed has neither
+    assert ClusterState.load(tmp_path / "d" / "state.json").mds is False
+    with pytest.raises(DevClusterError, match=r"made without a RADOS gateway \(--rgw\); purge it"):
+        ClusterLayout.resolve(tmp_path / "d", rgw=True)
+    with pytest.raises(DevClusterError, match=r"made without an MDS \(--mds\)"):
+        ClusterLayout.resolve(tmp_path / "d", mds=True)
+
+
+def test_multi_host_services_live_on_the_first_host(tmp_path: Path) -> None:
+    layout = ClusterLayout.resolve(tmp_path / "c", hosts=2, clients=1, mds=True, rgw=True)
+    first = layout.hosts[0]
+    assert layout.host_of("mds.a") == layout.host_of("client.rgw.a") == first
+    assert layout.rgw_addr == first.public_addr != "127.0.0.1"
+    first_dir = layout.state_dir / "run" / first.name
+    assert layout.daemon_asok("client.rgw.a") == first_dir / "ceph-client.rgw.a.asok"

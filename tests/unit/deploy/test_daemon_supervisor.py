@@ -70,8 +70,13 @@ def test_argv_passes_the_environment_through_env_without_a_shell(layout: Cluster
     assert argv == ["env", "CONTAINER_NAME=c", f"NODE_NAME={hostile}",
                     "ceph-osd", "-c", str(layout.conf_path), "-i", "1"]
     assert daemon_argv(layout, "mon.a") == ["ceph-mon", "-c", str(layout.conf_path), "-i", "a"]
-    with pytest.raises(DevClusterError, match="no daemon kind"):
-        daemon_argv(layout, "mds.a")
+    assert daemon_argv(layout, "mds.a") == ["ceph-mds", "-c", str(layout.conf_path), "-i", "a"]
+    # the gateway is a client: started by its whole name
+    assert daemon_argv(layout, "client.rgw.a") == ["radosgw", "-c", str(layout.conf_path),
+                                                   "-n", "client.rgw.a"]
+    for not_a_daemon in ("mds.", "client.admin", "client.rgw.", "rgw.a", "fuse.x"):
+        with pytest.raises(DevClusterError, match="no daemon kind"):
+            daemon_argv(layout, not_a_daemon)
 
 
 def test_start_finds_the_daemon_and_stop_ends_it(layout: ClusterLayout, runner: StandInRunner) -> None:

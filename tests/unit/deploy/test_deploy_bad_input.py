@@ -110,3 +110,30 @@ def test_stack_refuses_a_missing_asok_dir(tmp_path: Path) -> None:
 def test_setpriv_is_available() -> None:
     # The loop-permission test above relies on it; util-linux ships it on Debian.
     assert shutil.which("setpriv")
+
+
+def test_a_gateway_or_mds_asked_of_a_cluster_made_without_is_refused(tmp_path: Path) -> None:
+    state = tmp_path / "c"
+    state.mkdir()
+    record = {"fsid": "f", "port_base": free_port_base(100), "num_osds": 1, "backing": "file",
+              "device_class": "ssd", "osd_size_gib": 1, "osds": []}
+    (state / "state.json").write_text(json.dumps(record))
+    for flag, service in (("--rgw", "a RADOS gateway"), ("--mds", "an MDS")):
+        line = one_error_line(cephscope("devcluster", "up", flag, "--state-dir", str(state)))
+        assert line == (f"devcluster: the dev cluster in {state.resolve()} was made without {service} "
+                        f"({flag}); purge it and make it again to have one")
+    assert [p.name for p in state.iterdir()] == ["state.json"]
+
+
+def test_missing_mds_and_gateway_packages_are_named(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for program in ("ceph-mon", "ceph-mgr", "ceph-osd", "ceph", "ceph-authtool", "monmaptool", "rbd",
+                    "rados", "losetup"):
+        (bin_dir / program).symlink_to("/bin/true")
+    env = {**os.environ, "PATH": str(bin_dir)}
+    line = one_error_line(cephscope("devcluster", "up", "--mds", "--rgw", "--state-dir",
+                                    str(tmp_path / "c"), env=env))
+    assert line.startswith("devcluster: missing Debian packages: ceph-common ceph-mds radosgw ")
+    assert "(commands ceph-mds, radosgw, radosgw-admin)" in line
+    assert not (tmp_path / "c").exists()

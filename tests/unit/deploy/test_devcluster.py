@@ -186,3 +186,149 @@ def test_purge_downs_then_removes_the_state_dir(tmp_path: Path) -> None:
     cluster.purge()
     assert not cluster.state_dir.exists()
     assert sorted(e[1] for e in journal.kinds("stop")) == sorted(["mon.a", "mgr.x", *OSDS])
+
+
+SERVICES = ("mds.a", "client.rgw.a")
+
+
+def services_cluster(tmp_path: Path, journal: Journal, fail: frozenset[str] = frozenset(),
+                     rgw_answer: bytes | None = None) -> DevCluster:
+    return DevCluster(tmp_path / "c", port_base=21000, num_osds=3, osd_size_gib=1, backing="file",
+                      mds=True, rgw=True, log=lambda m: None,
+                      parts=recording_parts(journal, fail, rgw_answer))
+
+
+def ceph_runs(journal: Journal, *words: str) -> list[int]:
+    return journal.indices("run", lambda e: e[2][0] == "ceph" and all(w in e[2] for w in words))
+
+
+def test_up_with_mds_and_rgw_starts_them_after_the_osds_and_waits_for_each(tmp_path: Path) -> None:
+    journal = Journal()
+    cluster = services_cluster(tmp_path, journal)
+    cluster.up()
+    starts = [e[1] for e in journal.kinds("start")]
+    assert starts[:2] == ["mon.a", "mgr.x"] and sorted(starts[2:5]) == list(OSDS)
+    assert starts[5:] == list(SERVICES)
+    # their keys, pools and filesystem in one batch of two waves, once the mon is up (while
+    # the OSDs are made: the mon is all they need)
+    (batch, (first, then)), = journal.mon_waves()
+    assert journal.indices("start", lambda e: e[1] == "mon.a")[0] < batch
+    pools = [c["pool"] for c in first if c["prefix"] == "osd pool create"]
+    assert sorted(pools) == sorted(["cephfs_metadata", "cephfs_data", ".rgw.root", "default.rgw.log",
+                                    "default.rgw.control", "default.rgw.meta",
+                                    "default.rgw.buckets.index", "default.rgw.buckets.data",
+                                    "default.rgw.buckets.non-ec"])
+    assert sorted(c["entity"] for c in first if c["prefix"] == "auth get-or-create") == sorted(SERVICES)
+    # what needs the pools comes in the second wave: the filesystem and the gateway pools' tags
+    fs_new, = [c for c in then if c["prefix"] == "fs new"]
+    made = [fs_new[k] for k in ("fs_name", "metadata", "data")]
+    assert made == ["cephfs", "cephfs_metadata", "cephfs_data"]
+    enabled = [c["pool"] for c in then if c["prefix"] == "osd pool application enable" and c["app"] == "rgw"]
+    assert sorted(enabled) == sorted(pools[2:]) and len(then) == 8
+    # each waited for: the MDS active, the gateway answering HTTP, then the user; health last
+    mds_start = journal.indices("start", lambda e: e[1] == "mds.a")[0]
+    rgw_start = journal.indices("start", lambda e: e[1] == "client.rgw.a")[0]
+    mds_active = journal.index("wait_mds_active", "cephfs", "a")
+    answers = journal.index("wait_http", "http://127.0.0.1:21099/", "client.rgw.a")
+    assert batch < mds_start < rgw_start < mds_active < answers
+    admin = journal.indices("run", lambda e: e[2][0] == "radosgw-admin")
+    assert len(admin) == 2 and min(admin) > answers
+    assert journal.events[-1] == ("wait_health_ok",)
+    state = cluster.load_state()
+    assert (state.mds, state.rgw) == (True, True) and cluster.cephfs_name == "cephfs"
+    assert cluster.daemon_asok("mds.a") == cluster.asok_dir / "ceph-mds.a.asok"
+    assert cluster.daemon_asok("client.rgw.a") == cluster.asok_dir / "ceph-client.rgw.a.asok"
+
+
+def test_the_gateways_user_and_keys_go_to_rgw_json_readable_by_its_owner_only(tmp_path: Path) -> None:
+    journal = Journal()
+    cluster = services_cluster(tmp_path, journal)
+    cluster.up()
+    rgw_json = cluster.state_dir / "rgw.json"
+    assert rgw_json.stat().st_mode & 0o777 == 0o600
+    access = cluster.rgw_access()
+    assert access.endpoint == cluster.rgw_endpoint == "http://127.0.0.1:21099"
+    assert access.swift_auth_url == "http://127.0.0.1:21099/auth/1.0"
+    assert access.swift_user == "cephscope:swift"
+    # the keys radosgw-admin made, not fixed strings of ours
+    assert (access.access_key, access.secret_key, access.swift_key) == ("ACCESS1", "secret2", "swift3")
+    assert "secret2" not in repr(access) and "swift3" not in repr(access)
+    user, subuser = [e[2] for e in journal.kinds("run") if e[2][0] == "radosgw-admin"]
+    assert user[3:5] == ("user", "create") and user[user.index("--uid") + 1] == "cephscope"
+    assert subuser[3:5] == ("subuser", "create") and "--gen-secret" in subuser
+    assert subuser[subuser.index("--subuser") + 1] == "cephscope:swift"
+    assert subuser[subuser.index("--key-type") + 1] == "swift"
+    assert not any(k in " ".join(e[2]) for e in journal.kinds("run") for k in ("secret2", "swift3"))
+
+
+def test_a_user_made_without_keys_fails_the_up_and_writes_no_rgw_json(tmp_path: Path) -> None:
+    journal = Journal()
+    cluster = services_cluster(tmp_path, journal, rgw_answer=b'{"user_id": "cephscope", "keys": []}')
+    with pytest.raises(DevClusterError, match="without keys"):
+        cluster.up()
+    assert not cluster.state_dir.exists()
+    stopped = [e[1] for e in journal.kinds("stop") if e[2]]
+    assert sorted(stopped[:2]) == ["client.rgw.a", "mds.a"] and stopped[-2:] == ["mgr.x", "mon.a"]
+
+
+def test_a_failed_mds_start_tears_down_the_whole_cluster(tmp_path: Path) -> None:
+    journal = Journal()
+    cluster = services_cluster(tmp_path, journal, fail=frozenset({"mds.a"}))
+    with pytest.raises(DevClusterError, match=r"mds\.a did not start"):
+        cluster.up()
+    daemons = cluster.daemons
+    assert isinstance(daemons, RecordingDaemons) and daemons.running == {}
+    assert "client.rgw.a" not in [e[1] for e in journal.kinds("start")]
+    assert not cluster.state_dir.exists()
+
+
+def test_up_again_starts_mds_and_rgw_after_the_osds_and_makes_nothing_again(tmp_path: Path) -> None:
+    journal = Journal()
+    cluster = services_cluster(tmp_path, journal)
+    cluster.up()
+    cluster.down()
+    journal.events.clear()
+    # the record keeps them: a later `up` without the flags starts them too
+    again = DevCluster(tmp_path / "c", log=lambda m: None, parts=recording_parts(journal))
+    assert (again.mds, again.rgw) == (True, True)
+    again.up()
+    starts = [e[1] for e in journal.kinds("start")]
+    assert starts[:2] == ["mon.a", "mgr.x"] and starts[-2:] == list(SERVICES)
+    osds_up = journal.index("wait_osds_up", (0, 1, 2))
+    assert osds_up < journal.indices("start", lambda e: e[1] == "mds.a")[0]
+    kinds = [e[0] for e in journal.events]
+    assert kinds[-3:] == ["wait_mds_active", "wait_http", "wait_health_ok"]
+    assert journal.mon_waves() == [] and ceph_runs(journal, "create") == []
+    assert journal.indices("run", lambda e: "radosgw-admin" in e[2]) == []
+    assert again.status()["rgw_endpoint"] == "http://127.0.0.1:21099"
+
+
+def test_down_stops_the_gateway_and_mds_before_the_osds(tmp_path: Path) -> None:
+    journal = Journal()
+    cluster = services_cluster(tmp_path, journal)
+    cluster.up()
+    (cluster.asok_dir / "ceph-client.rgw.a.asok").touch()
+    journal.events.clear()
+    assert cluster.down() == sorted(["client.rgw.a", "mds.a", "mgr.x", "mon.a", *OSDS])
+    stops = [e[1] for e in journal.kinds("stop")]
+    assert sorted(stops[:2]) == ["client.rgw.a", "mds.a"]
+    assert sorted(stops[2:5]) == list(OSDS) and stops[5:] == ["mgr.x", "mon.a"]
+    assert not (cluster.asok_dir / "ceph-client.rgw.a.asok").exists()
+    assert (cluster.state_dir / "rgw.json").exists()  # `down` keeps the data; purge removes it
+    cluster.purge()
+    assert not cluster.state_dir.exists()
+
+
+def test_a_cluster_without_them_refuses_rgw_access_and_cephfs_name(tmp_path: Path) -> None:
+    journal = Journal()
+    cluster = new_cluster(tmp_path, journal, backing="file")
+    cluster.up()
+    assert journal.kinds("wait_mds_active", "wait_http") == []
+    assert "mds.a" not in cluster.running_daemons()
+    with pytest.raises(DevClusterError, match=r"has no RADOS gateway \(make one with --rgw\)"):
+        cluster.rgw_access()
+    with pytest.raises(DevClusterError, match=r"has no MDS.*--mds"):
+        _ = cluster.cephfs_name
+    status = cluster.status()
+    assert (status["mds"], status["rgw"]) == (False, False)
+    assert (status["cephfs"], status["rgw_endpoint"]) == (None, None)

@@ -1,4 +1,5 @@
-"""`devcluster down` with a damaged state.json still stops what it can find."""
+"""`devcluster down` with a damaged state.json still stops what it can find, in the order a
+whole cluster stops."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from cephscope.deploy.devcluster import DevCluster
+from tests.unit.devcluster_fakes import Journal, RecordingDaemons, recording_parts
 
 
 def test_down_with_a_damaged_state_file_stops_the_daemons_its_pid_files_name(tmp_path: Path):
@@ -35,3 +37,20 @@ def test_down_with_a_damaged_state_file_stops_the_daemons_its_pid_files_name(tmp
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def test_with_a_damaged_state_file_the_gateway_and_mds_stop_before_the_osds(tmp_path: Path) -> None:
+    state_dir = tmp_path / "cluster"
+    (state_dir / "run").mkdir(parents=True)
+    (state_dir / "state.json").write_text("{damaged")
+    names = ("client.rgw.a", "mds.a", "osd.0", "mon.a")
+    for name in names:
+        (state_dir / "run" / f"{name}.pid").write_text("1\n")
+    journal = Journal()
+    cluster = DevCluster(state_dir, log=lambda m: None, parts=recording_parts(journal))
+    daemons = cluster.daemons
+    assert isinstance(daemons, RecordingDaemons)
+    daemons.running.update({name: 100 + i for i, name in enumerate(names)})
+    assert sorted(cluster.down()) == sorted(names)
+    stops = [e[1] for e in journal.kinds("stop")]
+    assert sorted(stops[:2]) == ["client.rgw.a", "mds.a"] and stops[2:] == ["osd.0", "mon.a"]

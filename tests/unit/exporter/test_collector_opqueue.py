@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -181,7 +182,8 @@ def start(tmp_path: Path, scenario: str, osds: int = 2, **faults: str) -> FakeCl
 def test_series_for_every_shard_of_every_osd(tmp_path: Path) -> None:
     cluster = start(tmp_path, "ops_load")
     try:
-        samples = parse_samples(scrape_once(tmp_path / "run", *OPQUEUE))
+        samples = parse_samples(scrape_once(tmp_path / "run", *OPQUEUE,
+                                            "--collector.opqueue.strict-queues"))
     finally:
         cluster.stop()
     assert samples['cephscope_scrape_collector_success{collector="opqueue"}'] == 1
@@ -331,3 +333,26 @@ def test_release_captures_parse_as_mclock_with_profile(version: str) -> None:
         assert all(s.mclock_clients is not None and s.mclock_class_items is not None for s in shards)
         profile = json.loads((osd_dir / "config_get.osd_mclock_profile.json").read_text())
         assert profile["osd_mclock_profile"] in {"balanced", "high_client_ops", "high_recovery_ops"}
+
+
+def test_by_default_one_queue_per_shard_and_no_priority_detail(tmp_path: Path) -> None:
+    cluster = start(tmp_path, "ops_load")
+    try:
+        default = parse_samples(scrape_once(tmp_path / "run", *OPQUEUE))
+        detailed = parse_samples(scrape_once(tmp_path / "run", *OPQUEUE,
+                                             "--collector.opqueue.strict-queues",
+                                             "--collector.opqueue.priorities"))
+    finally:
+        cluster.stop()
+    shards = len(parse_op_pq_state(load("ops_load", "osd.0")))
+    for samples, queues, with_priorities in ((default, {"normal"}, False),
+                                             (detailed, {"normal", "high"}, True)):
+        items = [k for k in samples if k.startswith('cephscope_osd_op_queue_items{ceph_daemon="osd.0"')]
+        assert {re.search(r'queue="(\w+)"', k)[1] for k in items} == queues  # type: ignore[index]
+        assert len(items) == shards * len(queues)
+        assert any(k.startswith("cephscope_osd_op_queue_priorities{") for k in samples) \
+            == with_priorities
+    # what both show is the same (but timings: the scrape's and the dump's age)
+    assert all(detailed[k] == v for k, v in default.items()
+               if not k.startswith(("cephscope_scrape_collector_duration",
+                                    "cephscope_osd_op_queue_dump_age_seconds")))

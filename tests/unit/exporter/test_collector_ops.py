@@ -18,6 +18,8 @@ import pytest
 from cephscope.exporter.collectors import enabled_collectors
 from cephscope.exporter.collectors.ops import (
     ALL_PHASES,
+    DEFAULT_PHASES,
+    FINE_PHASE_BUCKETS,
     PHASE_BUCKETS,
     SEEN_OPS_MIN_CAPACITY,
     DaemonOpHistory,
@@ -221,11 +223,16 @@ def test_mutated_real_history_never_crashes() -> None:
         assert all(c >= 0 for c in history.histogram.counts[phase])
 
 
-def _scrape_twice(tmp_path: Path) -> tuple[str, str]:
+# every phase, the fine buckets and the flag points: what the golden shows
+EVERY_OPS_SERIES = ("--collector.ops.phases=all", "--collector.ops.flag-points",
+                    "--collector.ops.phase-buckets=" + ",".join(map(str, FINE_PHASE_BUCKETS)))
+
+
+def _scrape_twice(tmp_path: Path, *flags: str) -> tuple[str, str]:
     cluster = FakeCluster(tmp_path / "run")
     for i in range(2):
         cluster.add_osd(i, scenario="ops_load")
-    args = exporter_args(tmp_path / "run", *OPS)
+    args = exporter_args(tmp_path / "run", *OPS, *flags)
     scraper = Scraper(enabled_collectors(args), settings_from_args(args))
     try:
         first = render(scraper.scrape(time.monotonic() + 5)).decode()
@@ -243,8 +250,12 @@ def normalise(text: str) -> str:
     return re.sub(r'pythonversion="[^"]*"', 'pythonversion="X"', text)
 
 
+def le_values(bounds: tuple[float, ...]) -> list[str]:
+    return [*(repr(b) if b != int(b) else str(int(b)) for b in bounds), "+Inf"]
+
+
 def test_phase_histogram_through_the_exporter(tmp_path: Path) -> None:
-    first, second = _scrape_twice(tmp_path)
+    first, second = _scrape_twice(tmp_path, *EVERY_OPS_SERIES)
     samples = parse_samples(first)
     assert samples['cephscope_scrape_collector_success{collector="ops"}'] == 1
     for osd in ("osd.0", "osd.1"):
@@ -255,7 +266,7 @@ def test_phase_histogram_through_the_exporter(tmp_path: Path) -> None:
             base = f'{label},phase="{phase}"'
             buckets = [
                 samples[f'cephscope_osd_op_phase_duration_seconds_bucket{{{base},le="{le}"}}']
-                for le in [*(repr(b) if b != int(b) else str(int(b)) for b in PHASE_BUCKETS), "+Inf"]
+                for le in le_values(FINE_PHASE_BUCKETS)
             ]
             assert buckets == sorted(buckets), "cumulative buckets"
             count = samples[f"cephscope_osd_op_phase_duration_seconds_count{{{base}}}"]
@@ -278,3 +289,33 @@ def test_golden_passes_promtool() -> None:
     )
     findings = (proc.stdout + proc.stderr).decode().strip()
     assert proc.returncode == 0 and not findings, findings
+
+
+def test_default_phases_and_buckets_are_a_subset_of_the_full_ones(tmp_path: Path) -> None:
+    default = parse_samples(_scrape_twice(tmp_path / "default")[0])
+    full = parse_samples(_scrape_twice(tmp_path / "full", *EVERY_OPS_SERIES)[0])
+    phases = {m[1] for k in default if (m := re.search(r'phase="(\w+)"', k))}
+    assert phases == set(DEFAULT_PHASES) == {"queue", "total"}
+    assert not any(k.startswith("cephscope_osd_ops_in_flight_by_flag_point") for k in default)
+    for phase in DEFAULT_PHASES:
+        base = f'cephscope_osd_op_phase_duration_seconds_bucket{{ceph_daemon="osd.0",phase="{phase}"'
+        les = [k[len(base) + 5:-2] for k in default if k.startswith(base)]
+        assert les == le_values(PHASE_BUCKETS)
+    # every series the default shows, the full set shows with the same value
+    differ = {k: (v, full.get(k)) for k, v in default.items() if full.get(k) != v
+              and not k.startswith("cephscope_scrape_collector_duration")}
+    assert not differ, differ
+
+
+@pytest.mark.parametrize(("flag", "message"), [
+    ("--collector.ops.phases=queue,waiting", "expected all or a comma-separated list"),
+    ("--collector.ops.phases=", "expected all or a comma-separated list"),
+    ("--collector.ops.phase-buckets=0.1,0.01", "increasing positive seconds"),
+    ("--collector.ops.phase-buckets=0,1", "increasing positive seconds"),
+    ("--collector.ops.phase-buckets=1,nan", "increasing positive seconds"),
+    ("--collector.ops.phase-buckets=fast", "increasing positive seconds"),
+])
+def test_bad_phase_flags_name_the_flag(flag: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message) as err:
+        enabled_collectors(exporter_args("/nonexistent", flag))
+    assert flag.split("=")[0] in str(err.value)

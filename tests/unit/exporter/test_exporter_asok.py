@@ -117,13 +117,19 @@ def test_discovery_top_level_and_cephadm_subdirs(tmp_path: Path) -> None:
 
 
 def test_discovery_of_vstart_socket_names(tmp_path: Path) -> None:
-    """Ceph's vstart.sh names sockets $name.asok; its clients $name.$pid.asok."""
+    """Ceph's vstart.sh names sockets $name.asok, its clients' $name.$pid.asok, and its
+    gateways' radosgw.<port>.asok."""
     run = tmp_path / "asok"
     run.mkdir()
     for name in ("osd.0.asok", "osd.1.asok", "mon.a.asok", "mgr.x.asok", "client.admin.31337.asok",
-                 "client.rgw.8000.31338.asok"):
+                 "radosgw.8000.asok"):
         (run / name).touch()
-    assert [d.name for d in discover_daemons(run)] == ["mgr.x", "mon.a", "osd.0", "osd.1"]
+    assert [d.name for d in discover_daemons(run)] == [
+        "mgr.x", "mon.a", "osd.0", "osd.1", "radosgw.8000"]
+    gateway = daemon_from_asok_path(run / "radosgw.8000.asok")
+    assert gateway is not None
+    assert (gateway.type, gateway.id, gateway.counter_labels) == (
+        "rgw", "8000", {"instance_id": "8000"})
     osd0 = daemon_from_asok_path(run / "osd.0.asok")
     assert osd0 is not None and (osd0.type, osd0.id, osd0.cluster) == ("osd", "0", "ceph")
     named = daemon_from_asok_path("backup-osd.7.asok")
@@ -190,3 +196,60 @@ def test_fetch_concurrently_faults(cluster: FakeCluster, fault: str, error: type
     )
     assert time.monotonic() - started < 1.0
     assert isinstance(results[str(daemon.path)][0], error)
+
+
+@pytest.mark.parametrize(
+    ("socket", "name", "gateway_id", "instance_id"),
+    [
+        # packages, a hand-started gateway: ceph-exporter (Reef and later) cannot find a fourth
+        # field and drops its counters; here the id is the instance_id
+        ("ceph-client.rgw.a.asok", "rgw.a", "a", "a"),
+        ("client.rgw.8000.asok", "rgw.8000", "8000", "8000"),
+        # cephadm: rgw.<service>.<host>.<random>[.<pid>.<cctid>]: the random suffix
+        ("ceph-client.rgw.foo.ceph-node-00.hrgsea.2.94739968030880.asok",
+         "rgw.foo.ceph-node-00.hrgsea.2.94739968030880", "foo.ceph-node-00.hrgsea.2.94739968030880",
+         "hrgsea"),
+        ("ceph-client.rgw.s3.host1.xkwzle.asok", "rgw.s3.host1.xkwzle", "s3.host1.xkwzle", "xkwzle"),
+        # Rook: client.rgw.<store with dots>.<id>
+        ("ceph-client.rgw.my.store.a.asok", "rgw.my.store.a", "my.store.a", "a"),
+        # the old client.radosgw.<name> entity and vstart.sh's socket: the last field
+        ("ceph-client.radosgw.gateway.asok", "radosgw.gateway", "gateway", "gateway"),
+        ("radosgw.8001.asok", "radosgw.8001", "8001", "8001"),
+        ("backup-client.rgw.b.asok", "rgw.b", "b", "b"),
+    ],
+)
+def test_gateway_sockets_named_and_labelled_as_ceph_exporter(
+        socket: str, name: str, gateway_id: str, instance_id: str) -> None:
+    daemon = daemon_from_asok_path(f"/run/ceph/{socket}")
+    assert daemon is not None
+    assert (daemon.name, daemon.type, daemon.id, daemon.instance_id) == (
+        name, "rgw", gateway_id, instance_id)
+    assert daemon.counter_labels == {"instance_id": instance_id}
+    osd = daemon_from_asok_path("/run/ceph/ceph-osd.3.asok")
+    assert osd is not None and osd.counter_labels == {"ceph_daemon": "osd.3"}
+    mds = daemon_from_asok_path("/run/ceph/ceph-mds.cephfs.node1.abcdef.asok")
+    assert mds is not None and (mds.name, mds.counter_labels) == (
+        "mds.cephfs.node1.abcdef", {"ceph_daemon": "mds.cephfs.node1.abcdef"})
+
+
+@pytest.mark.parametrize("socket", [
+    "ceph-client.admin.asok", "ceph-client.admin.4242.94811.asok", "ceph-client.rbd-mirror.a.asok",
+    "ceph-client.rgw.asok", "ceph-client.rgw..asok", "ceph-client.rgw.foo.bar..asok",
+    "ceph-client.myrgw.a.asok", "radosgw.asok", "ceph-client.rgw.a\n.asok", "ceph-osd.\t1.asok",
+    "ceph-client.rgw.\udcff.asok", "ceph-osd.1.asok.bak", ".asok", "ceph-.asok",
+])
+def test_names_that_are_not_a_daemons_socket_are_skipped(socket: str) -> None:
+    assert daemon_from_asok_path(f"/run/ceph/{socket}") is None
+
+
+def test_hostile_socket_names_in_the_dir_are_skipped(tmp_path: Path) -> None:
+    """Anyone who can write the socket dir chooses names: bytes that are not UTF-8, newlines,
+    quotes. None becomes a daemon (and so a label value or a path elsewhere)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for raw in (b"ceph-osd.\xff.asok", b"ceph-client.rgw.a\nb.asok", b"ceph-osd.0.asok",
+                b'ceph-client.rgw.x".asok', b"ceph-client.rgw.a.asok"):
+        (run / os.fsdecode(raw)).touch()
+    found = discover_daemons(run)
+    assert [d.name for d in found] == ["osd.0", "rgw.a", 'rgw.x"']
+    assert found[2].counter_labels == {"instance_id": 'x"'}

@@ -109,21 +109,36 @@ def test_every_value_flag_is_a_settings_option() -> None:
     """Every flag that takes a value is a field made with option() (the collectors'
     on/off switches and --collector.disable-defaults are the registry's)."""
     parser = build_parser()
-    from_options = {flag_name(prefix, f) for prefix, settings in (
+    fields = [(flag_name(prefix, f), f.type) for prefix, settings in (
         ("web", WebSettings), ("ceph", AsokSettings), ("scrape", ScrapeFlags),
         ("log", LogSettings), ("path", PathSettings), ("ceph", CephSettings),
         *((settings_prefix(c), c.settings_type) for c in COLLECTORS))
-        for f in dataclasses.fields(settings)}
+        for f in dataclasses.fields(settings)]
     takes_value = {opt for action in parser._actions if action.nargs != 0
                    and action.help != "==SUPPRESS=="
                    for opt in action.option_strings}
-    assert takes_value == from_options
+    assert takes_value == {flag for flag, kind in fields if kind != "bool"}
+    # bool options are switches, node_exporter's way: --x.y / --no-x.y
+    switches = {opt for action in parser._actions if action.nargs == 0
+                for opt in action.option_strings}
+    for flag in (flag for flag, kind in fields if kind == "bool"):
+        assert {flag, "--no-" + flag[2:]} <= switches, flag
     parsed = exporter_flags(parser.parse_args(["--web.config.file", "/x.yml", "--log.level",
                                                "warn", "--ceph.daemon-types", "osd"]))
     assert (parsed.web.config_file, parsed.log.level, parsed.asok.daemon_types) == (
         "/x.yml", "warn", "osd")
     with pytest.raises(SystemExit):
         parser.parse_args(["--log.level", "loud"])
+
+
+def test_a_bool_option_is_a_switch_defaulting_to_its_field() -> None:
+    histogram = enabled()["histogram"]
+    assert histogram.settings.size is False  # type: ignore[attr-defined]
+    assert enabled("--collector.histogram.size")["histogram"].settings.size is True  # type: ignore[attr-defined]
+    assert enabled("--collector.histogram.size", "--no-collector.histogram.size")[
+        "histogram"].settings.size is False  # type: ignore[attr-defined]
+    assert re.search(r"--collector\.histogram\.size.*?\(default: off\)", build_parser().format_help(),
+                     re.S)
 
 
 def test_udev_data_is_the_database_directory_as_node_exporters() -> None:

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from cephscope.exporter.collectors import enabled_collectors
-from cephscope.exporter.collectors.perf import plan_from_schema, promethize
+from cephscope.exporter.collectors.perf import fixed_name, plan_from_schema, promethize
 from cephscope.exporter.exposition import render
 from cephscope.exporter.main import settings_from_args
 from cephscope.exporter.scrape import Scraper
 from tests.unit import fake_asok
-from tests.unit.exporter_fakes import CEPH_COMPAT_LINT
+from tests.unit.exporter_fakes import CEPH_COMPAT_LINT, EVERY_SERIES_FLAGS
 from tests.unit.fake_asok import (
     CEPH_VERSION,
     FIXTURES_ROOT,
@@ -34,6 +34,8 @@ from tests.unit.fake_asok import (
 
 GOLDEN_DIR = FIXTURES_ROOT / "golden"
 PERF_AND_HISTOGRAM = only_collectors("perf", "histogram")
+# the goldens hold every name ceph-exporter would give, the cache autotuner's too
+EVERY_PERF_AND_HISTOGRAM = (*PERF_AND_HISTOGRAM, *EVERY_SERIES_FLAGS)
 
 
 def start(tmp_path: Path, scenario: str, osds: int = 3) -> FakeCluster:
@@ -67,11 +69,29 @@ def test_promethize_follows_ceph_exporter(raw: str, expected: str) -> None:
     assert promethize(raw) == expected
 
 
+def test_rgw_multisite_counters_get_ceph_exporters_fixed_name() -> None:
+    """A counter named after its source zone is exported under one name with the zone as a
+    label (ceph-exporter's add_fixed_name_metrics); others keep their name."""
+    # ceph-exporter's pattern stops at the first "_": a zone "us-east" (promethized us_east)
+    # leaves "_east" in the name. Followed as it is, for the same series names.
+    assert fixed_name(promethize("data-sync-from-us-east_fetch_bytes")) == (
+        "ceph_data_sync_from_zone_east_fetch_bytes", (("source_zone", "us"),))
+    assert fixed_name(promethize("data-sync-from-zone1_poll_latency")) == (
+        "ceph_data_sync_from_zone_poll_latency", (("source_zone", "zone1"),))
+    assert fixed_name("ceph_rgw_req") == ("ceph_rgw_req", ())
+    schema = {"data-sync-from-zone1": {"fetch_bytes": {
+        "type": 10, "metric_type": "counter", "value_type": "integer", "description": "bytes",
+        "nick": "", "priority": 5, "units": "bytes"}}}
+    (counter,) = plan_from_schema(schema, 5)
+    assert (counter.metric, counter.extra_labels) == (
+        "ceph_data_sync_from_zone_fetch_bytes", (("source_zone", "zone1"),))
+
+
 @pytest.mark.parametrize("scenario", ["idle", "load"])
 def test_golden_exposition(tmp_path: Path, scenario: str) -> None:
     cluster = start(tmp_path, scenario)
     try:
-        text = normalise(scrape_once(tmp_path / "run", *PERF_AND_HISTOGRAM))
+        text = normalise(scrape_once(tmp_path / "run", *EVERY_PERF_AND_HISTOGRAM))
     finally:
         cluster.stop()
     golden = GOLDEN_DIR / f"{CEPH_VERSION}-{scenario}.prom"
@@ -143,6 +163,35 @@ def test_priority_threshold(tmp_path: Path) -> None:
     assert len(critical) < len(default) < len(everything)
     planned = plan_from_schema(schema, 5)
     assert len({c.metric for c in planned}) > 50
+
+
+def test_cache_autotuner_collections_are_one_flag_away(tmp_path: Path) -> None:
+    schema = json.loads((capture_dir("load", "osd.0") / "perf_schema.json").read_bytes())
+    pricache = {c for c in schema if c.startswith("bluestore-pricache")}
+    assert len(pricache) == 5, sorted(schema)  # the autotuner and its four caches
+    cluster = start(tmp_path, "load", osds=1)
+    try:
+        default = types_of(scrape_once(tmp_path / "run", *only_collectors("perf")))
+        everything = types_of(scrape_once(tmp_path / "run", *only_collectors("perf"),
+                                          "--collector.perf.exclude-collections="))
+        no_bluefs = types_of(scrape_once(tmp_path / "run", *only_collectors("perf"),
+                                         "--collector.perf.exclude-collections", "bluefs"))
+    finally:
+        cluster.stop()
+    autotuner = {n for n in everything if n.startswith("ceph_bluestore_pricache")}
+    assert len(autotuner) == 61
+    assert set(everything) - set(default) == autotuner
+    # the regex matches whole collection names: "bluefs" leaves "bluestore" alone
+    assert not any(n.startswith("ceph_bluefs_") for n in no_bluefs)
+    assert any(n.startswith("ceph_bluestore_pricache") for n in no_bluefs)
+    assert any(n.startswith("ceph_bluestore_commit_lat") for n in no_bluefs)
+
+
+def test_a_bad_collection_regex_names_the_flag() -> None:
+    with pytest.raises(ValueError, match=r"--collector.perf.exclude-collections '\(': not a "
+                                         "regular expression"):
+        enabled_collectors(exporter_args("/nonexistent", "--collector.perf.exclude-collections",
+                                         "("))
 
 
 def test_schema_cached_and_refetched_when_counters_change(tmp_path: Path) -> None:

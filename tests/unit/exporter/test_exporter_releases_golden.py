@@ -15,7 +15,7 @@ from cephscope.exporter.collectors import enabled_collectors
 from cephscope.exporter.exposition import render
 from cephscope.exporter.main import settings_from_args
 from cephscope.exporter.scrape import Scraper
-from tests.unit.exporter_fakes import normalise
+from tests.unit.exporter_fakes import EVERY_SERIES_FLAGS, normalise
 from tests.unit.fake_asok import (
     FIXTURES_ROOT,
     FakeDaemon,
@@ -35,7 +35,10 @@ def test_release_exposition_matches_golden(tmp_path: Path, version: str) -> None
     daemons = [FakeDaemon(run / f"ceph-{osd}.asok", load_capture(capture_dir("load", osd, version)))
                for osd in ("osd.0", "osd.1")]
     try:
-        flags = ["--collector.disable-defaults", "--collector.opqueue.min-interval", "0"]
+        # every series the collectors can give (the default's are a subset, see
+        # test_exporter_golden): what each release's captures hold
+        flags = ["--collector.disable-defaults", "--collector.opqueue.min-interval", "0",
+                 *EVERY_SERIES_FLAGS]
         for name in DAEMON_COLLECTORS:
             flags.append(f"--collector.{name}")
         args = exporter_args(run, *flags)

@@ -49,11 +49,13 @@ def asoks(tmp_path: Path) -> Any:
         daemon.stop()
 
 
-def make_collector(root: Path, mon: MonClient, refresh: float = 60.0) -> TopologyCollector:
+def make_collector(root: Path, mon: MonClient, refresh: float = 60.0,
+                   device_gauges: bool = True) -> TopologyCollector:
     paths = PathSettings(sysfs=str(root / "sys"), devfs=str(root / "dev"),
                          udev_data=str(root / "run" / "udev" / "data"), procfs=str(root / "proc"),
                          rootfs=str(root / "host"))
-    return TopologyCollector(TopologySettings(refresh_interval=refresh, nodename="vm"),
+    return TopologyCollector(TopologySettings(refresh_interval=refresh, nodename="vm",
+                                              device_gauges=device_gauges),
                              HostSettings(paths=paths), mon=mon, addresses=addresses)
 
 
@@ -116,6 +118,11 @@ def test_mon_metadata_resolved_against_fixture_hardware(
             'nodename="vm"} 1023') in text
     assert ('cephscope_osd_device_hw_queues{ceph_daemon="osd.0",role="data",device="nvme0n1",'
             'nodename="vm"} 8') in text
+    # by default the device gauges are left out, the info series are the same
+    lean = scrape(make_collector(root, mon, device_gauges=False), tmp_path / "asok")
+    assert lines(lean, "cephscope_osd_device_info") == devices
+    assert not any(line.startswith("cephscope_osd_device_") and "_info{" not in line
+                   for line in lean.splitlines())
     assert lines(text, "cephscope_osd_network_info") == sorted([
         *(f'cephscope_osd_network_info{{ceph_daemon="osd.{i}",network="{net}",interface="lo",'
           f'nodename="vm",address="127.0.0.1"}} 1'

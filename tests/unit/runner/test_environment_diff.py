@@ -11,7 +11,9 @@ ENV = {
         "versions": {"osd": {"ceph version 16.2.15 pacific (stable)": 3}},
         "config dump": [{"section": "osd", "name": "osd_op_num_shards", "value": "8"}],
         "osd df": {"nodes": [{"id": 0, "name": "osd.0", "kb_used": 1000, "utilization": 1.5,
-                              "crush_weight": 0.01}]},
+                              "crush_weight": 0.01}],
+                   "summary": {"total_kb_used": 900884, "average_utilization": 2.86,
+                               "min_var": 0.99, "max_var": 1.0, "dev": 0.018}},
         "osd pool ls detail": [{"pool_name": "rbd", "size": 3, "pg_num": 32}],
     },
     "hosts": {"vm": {"kernel": "6.1.0-18-amd64", "cpu_count": 2,
@@ -33,6 +35,9 @@ def test_a_sysctl_change_is_named_first_and_volatile_figures_are_not():
     other["hosts"]["vm"]["sysctl"].update({"vm.swappiness": "10", "fs.file-nr": "2 0 100",
                                            "kernel.random.uuid": "b"})
     other["cluster"]["osd df"]["nodes"][0].update(kb_used=2000, utilization=3.0)
+    # the cluster's usage totals move with every write (seen between two runs a minute apart)
+    other["cluster"]["osd df"]["summary"].update(total_kb_used=933888, average_utilization=2.97,
+                                                 min_var=0.995, max_var=1.008, dev=0.017)
     other["cluster"]["config dump"][0]["value"] = "4"
     other["cluster"]["osd pool ls detail"][0]["size"] = 2
     changes = diff(ENV, other)

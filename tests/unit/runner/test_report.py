@@ -19,11 +19,14 @@ from cephscope.runner.report.build import (
     OsdTopology,
     Row,
     SystemFigures,
+    detail_table,
     likely_bottleneck,
     load_rows,
     summarize_system,
+    table,
     write_report,
 )
+from cephscope.runner.report.step_system import system_columns
 from cephscope.runner.results import RunDir
 from cephscope.runner.steps import Step
 
@@ -165,6 +168,45 @@ def test_bottleneck_names() -> None:
     inside = SystemFigures(cpu_busy_ratio=0.3, disk_util_ratio=0.2, osd_op_latency_seconds=0.008)
     assert "OSD op latency (80%" in likely_bottleneck(_row(inside, latency=0.01))
     assert _row(cpu).iops_per_cpu_percent == pytest.approx(1000 / 93)
+    # a gateway benchmark's client latency (Little's law where the tool measures none) against
+    # the gateway's own: time spent before the gateway is named
+    step = Step(id="g", benchmark="swiftbench", iteration=0, params={}, pool_profile=None,
+                ceph_config={})
+    quick_gateway = SystemFigures(cpu_busy_ratio=0.3, disk_util_ratio=0.2,
+                                  rgw_requests_per_second=22.0, rgw_latency_seconds={"get": 0.0006})
+    swift = Row(step, "get", "done", {"iops": 22.0, "extra": {"latency_little_seconds": 0.045}},
+                quick_gateway)
+    assert "outside the gateway (its own latency is 1% of the client's (concurrency" \
+        in likely_bottleneck(swift)
+
+
+def test_gateway_figures_join_the_step_rows_of_the_mode_they_measure() -> None:
+    step = Step(id="x", benchmark="swiftbench", iteration=0, params={}, pool_profile=None,
+                ceph_config={})
+    gateway = SystemFigures(cpu_busy_ratio=0.3, rgw_requests_per_second=250.0,
+                            rgw_ops_per_second={"put": 120.0, "get": 200.0},
+                            rgw_bytes_per_second={"put": 120.0 * 4096},
+                            rgw_latency_seconds={"put": 0.0125, "get": 0.004})
+    rows = [Row(step, mode, "done", {"iops": 100.0}, gateway) for mode in ("put", "get", "del")]
+    header, body = table(rows)
+    assert header[-3:] == ["RGW op/s", "RGW lat ms", "bottleneck"]
+    assert [r[-3:-1] for r in body] == [["120", "12.50"], ["200", "4.00"], ["250", "-"]]
+    details = dict((name, value) for name, value in detail_table(rows[0])[2])
+    assert details["RGW PUT lat ms"] == "12.50" and details["RGW PUT MiB/s"] == "0.47"
+    assert details["RGW GET MiB/s"] == "-"
+    columns = system_columns(gateway, 100.0, None, "put.2")  # a repeated hsbench phase
+    assert (columns["rgw_ops_per_second"], columns["rgw_latency_seconds"]) == (120.0, 0.0125)
+    assert system_columns(gateway, 100.0, None, "del")["rgw_ops_per_second"] is None
+    # a run whose windows had no gateway gets no RGW columns nor details
+    plain = [_row(SystemFigures(cpu_busy_ratio=0.3))]
+    assert "RGW op/s" not in table(plain)[0]
+    # nor a run of a RADOS benchmark beside an idle gateway: its step details keep the figures
+    rados = Step(id="r", benchmark="radosbench", iteration=0, params={}, pool_profile=None,
+                 ceph_config={})
+    idle = Row(rados, "write", "done", {"iops": 100.0}, gateway)
+    assert "RGW op/s" not in table([idle])[0]
+    assert ["RGW requests/s", "250.0"] in detail_table(idle)[2]
+    assert not any(name.startswith("RGW") for name, _v in detail_table(plain[0])[2])
 
 
 def test_report_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -95,3 +95,15 @@ def test_recommendation_compares_against_the_effective_baseline(tmp_path: Path) 
     assert ("baseline (the cluster's values before the sweep: osd_op_num_shards=20 "
             "(0 = osd_op_num_shards_ssd)") in rec
     assert "is the best configuration: no change recommended" in rec
+
+
+def test_response_curve_report_reads_at_1280px(tmp_path: Path) -> None:
+    """The recorded fio queue-depth sweep: the response-curve section (its knee sentence, the
+    table of every point with mean ± sd, the plot) fits the page like the rest."""
+    run_dir = tmp_path / "iodepth"
+    shutil.copytree(RUNS / "iodepth", run_dir)
+    report = write_report(run_dir)
+    facts = assert_reads_at(report.html_path, tmp_path / "browser", steps=14)
+    curves = [t for t in facts.tables if t["title"].startswith("Latency against IOPS")]
+    assert len(curves) == 1 and len(curves[0]["rows"]) == 1 + 7
+    assert len(facts.images) == len(report.plots) == 2

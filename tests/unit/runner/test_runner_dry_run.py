@@ -98,3 +98,19 @@ def test_without_a_cluster_every_before_value_is_unknown(tmp_path):
     lines = change_lines(inputs(tmp_path, reachable=False))
     assert f"  osd_ra: {UNKNOWN} → 256" in lines
     assert f"  sysctl.vm.swappiness: {UNKNOWN} → 10" in lines
+
+
+def test_client_endpoints_each_step_makes_are_said(tmp_path):
+    path = tmp_path / "fio.yaml"
+    path.write_text("client_endpoints:\n  fs: {driver: cephfs-fuse, endpoints_per_client: 2}\n"
+                    "  img: {driver: rbd-fuse}\n"
+                    "benchmarks:\n  fio: {client_endpoints: [img, fs], size: 64}\n")
+    spec = load_spec(path)
+    lines = change_lines(DryRunInputs(spec=spec, steps=generate_steps(spec), restart_options=set(),
+                                      config=None, host_knobs=None, restart=None,
+                                      hygiene=HygieneOptions(), clients=[],
+                                      host_for=lambda name: SshHost(name), pools=[]))
+    assert ("  client endpoints img (rbd-fuse, 1 per client): RBD images, an rbd-fuse mount "
+            "per image on its client for each step, removed after it") in lines
+    assert any(line.startswith("  client endpoints fs (cephfs-fuse, 2 per client): a ceph-fuse")
+               for line in lines)

@@ -100,19 +100,71 @@ def test_cbt_documented_keys_are_never_rejected() -> None:
     assert "pgs_per_pool" in "\n".join(_load("example-3x-radosbench.yaml", rados).warnings)
 
 
+def test_hsbench_example_loads_as_it_is() -> None:
+    spec = _load("example-hsbench.yaml")
+    hsbench = spec.benchmarks["hsbench"]
+    # its endpoint section is the run's gateway endpoint, not a step parameter
+    assert "client_endpoints" not in hsbench
+    assert hsbench["duration"] == -1 and hsbench["objects"] == 10000  # -1: unlimited
+    assert hsbench["cmd_path"].endswith("/hsbench")  # a placeholder path: looked up at run
+    assert spec.rgw is not None and not spec.rgw.endpoint.has_s3  # CBT's file gives no keys
+    warned = "\n".join(spec.warnings)
+    assert "cluster.rgws" in warned and "cluster.rgw_pools" in warned
+    assert "client_endpoints: CBT section" not in warned  # it is read, not ignored
+    (step,) = generate_steps(spec)
+    assert step.params["report_interval"] == 10
+
+
 @pytest.mark.parametrize(("name", "benchmark"), [
-    ("example-kvmrbdfio.yaml", "kvmrbdfio"), ("example-raw.yaml", "rawfio"),
-    ("runtests.xfs.yaml", "rbdfio"),
+    ("example-kvmrbdfio.yaml", "kvmrbdfio"), ("runtests.xfs.yaml", "rbdfio"),
 ])
 def test_benchmarks_cephscope_does_not_have_are_refused(name: str, benchmark: str) -> None:
     problems = _problems(name)
     (refusal,) = [p for p in problems if f"benchmarks.{benchmark}:" in p]
-    assert "CBT benchmark cephscope does not have (it has: librbdfio, radosbench)" in refusal
+    has = ", ".join(sorted(benchmark_registry()))
+    assert f"CBT benchmark cephscope does not have (it has: {has})" in refusal
     # and nothing else of the file is a problem
     assert problems == [refusal]
 
 
-def test_undefined_erasure_profile_is_named() -> None:
-    problems = _problems("example-ec-radosbench.yaml")
-    assert "cluster.pool_profiles.erasure.erasure_profile: 'myec': no such erasure profile" \
-        in problems[0]
+def test_undefined_erasure_profile_is_the_clusters() -> None:
+    """CBT's EC example names `myec` without defining it (CBT expects it on the cluster): it
+    loads, and the run looks the profile up on the cluster at start."""
+    spec = _load("example-ec-radosbench.yaml")
+    assert spec.pool_profiles["erasure"].cluster_erasure_profile == "myec"
+    assert any("cluster.pool_profiles.erasure.erasure_profile: 'myec' is not defined under "
+               "erasure_profiles" in w for w in spec.warnings)
+    assert {s.pool_profile for s in generate_steps(spec)} == {"erasure"}
+
+
+def test_client_endpoints_example_loads_with_its_endpoint_and_cephfs_pools() -> None:
+    spec = _load("example-client_endpoints.yaml")
+    (endpoint,) = spec.client_endpoints.values()
+    assert (endpoint.name, endpoint.driver, endpoint.endpoints_per_client,
+            endpoint.endpoint_size_mib, endpoint.pool_profile) == (
+        "fiotest", "librbd", 1, 524288, "replication")
+    assert spec.cephfs_pools is not None and spec.cephfs_pools.data_profile == "replication"
+    fio = spec.benchmarks["fio"]
+    assert fio["op_size"] == [4194304, 131072, 4096] and fio["log_avg_msec"] == 100
+    steps = generate_steps(spec)
+    assert len(steps) == 4 * 3  # mode x op_size
+    first = steps[0]
+    # the endpoint section travels with the step, and its pool profile is the step's pool
+    assert first.params["endpoint"]["driver"] == "librbd"
+    assert first.pool_profile == "replication"
+    assert spec.benchmark_knobs["fio"] == {"osd_ra": [4096]}
+    warned = "\n".join(spec.warnings)
+    assert ": client_endpoints" not in warned and "cephfs_pools" not in warned
+    assert "cluster.mdss" in warned
+
+
+def test_raw_example_loads_with_cbt_keys_it_does_not_act_on_warned() -> None:
+    spec = _load("example-raw.yaml")
+    raw = spec.benchmarks["rawfio"]
+    assert raw["block_devices"] == ["/dev/vdb"] and raw["concurrent_procs"] == 1
+    assert raw["ramp"] == "0" and raw["vol_size"] == 1024
+    warned = "\n".join(spec.warnings)
+    for key in ("client_mkfs", "use_dir", "client_ra", "benchmarks.rawfio.iterations"):
+        assert key in warned, key
+    (step,) = generate_steps(spec)[:1]
+    assert step.params["block_devices"] == "/dev/vdb" and step.pool_profile is None

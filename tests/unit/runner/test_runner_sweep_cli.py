@@ -22,7 +22,8 @@ def parse(*argv: str) -> argparse.Namespace:
 
 
 def test_every_flag_fills_an_option_that_exists() -> None:
-    nested = {"hygiene": SweepOptions().hygiene, "ssh": SweepOptions().ssh}
+    nested = {"hygiene": SweepOptions().hygiene, "ssh": SweepOptions().ssh,
+              "rgw": SweepOptions().rgw}
     for f in FLAGS:
         if f.to is None:
             continue
@@ -49,4 +50,8 @@ def test_flags_land_in_their_options(monkeypatch: pytest.MonkeyPatch) -> None:
     assert opts.hygiene.drop_caches is False and opts.hygiene.health_allow == ("X",)
     assert opts.metrics_linger_seconds == 2.0 and opts.cluster_timeout_seconds == 9.0
     assert opts.grafana_token == "from-env"  # the flag's fallback
+    rgw = options_from_args(parse("--rgw-endpoint", "http://gw:8080", "--rgw-keys-file", "k.json",
+                                  "--rgw-swift-user", "u:swift")).rgw
+    assert (rgw.endpoint, rgw.keys_file, rgw.swift_user) == ("http://gw:8080", Path("k.json"),
+                                                             "u:swift")
     assert options_from_args(parse("--grafana-token", "t")).grafana_token == "t"

@@ -1,0 +1,1 @@
+"""Client endpoints (CBT's client_endpoints): what fio runs against on each client."""
