@@ -128,14 +128,22 @@ def label_values(api: PrometheusAPI, selector: str | None, label: str, start: fl
     return sorted({s[label] for s in series if s.get(label)})
 
 
+# What a variable without values stands for when that is allowed: a label value no series has.
+NO_VALUE = "no-value"
+
+
 def resolve_variables(api: PrometheusAPI, dashboard: Mapping[str, Any], run_id: str,
-                      start: float, end: float) -> dict[str, str]:
+                      start: float, end: float, allow_empty: bool = False) -> dict[str, str]:
     """Values Grafana would give the dashboard's variables: 'All' for multi-value ones, the run
-    under test for $run, the first value otherwise. A variable without values is an error."""
+    under test for $run, the first value otherwise. A variable without values is an error, or
+    with `allow_empty` (a cluster without MDS or gateways) NO_VALUE: its panels show nothing."""
     values: dict[str, str] = {"datasource": "cephscope-prometheus"}
     for variable in variable_queries(dashboard):
         selector = substitute(variable.selector, values) if variable.selector else None
         options = label_values(api, selector, variable.label, start, end)
+        if not options and allow_empty and variable.name != "run":
+            values[variable.name] = NO_VALUE
+            continue
         if not options:
             raise ValueError(f"{dashboard['uid']}: variable ${variable.name} has no values "
                              f"({selector})")
