@@ -17,6 +17,9 @@ Decisions made here once:
   `await`); no I/O completed is 0 (nothing waited), never NaN.
 - Disk util: iostat's %util as a ratio, clamped at 1 (the io_time counter can run ahead of
   wall time by a tick).
+- Histograms: every histogram figure is "classic form or native form" (the helpers below), so
+  one query answers whether Prometheus stores the exporter's histograms classic or as native
+  histograms with custom buckets (Prometheus 3, `cephscope stack up --prometheus-release 3`).
 - Rate window: `RATE_WINDOW_SCRAPES` scrape intervals, as Grafana's `$__rate_interval` (a rate
   needs two samples in its window; four keep it steady). Rules have no dashboard time range and
   use `RULE_RATE_WINDOW`.
@@ -79,6 +82,11 @@ def rgw_op_counters(op: str) -> tuple[tuple[str, str, str], ...]:
              f"ceph_rgw_op_{op}_obj_lat"))
 
 
+# The exporter's classic histograms whose figures the report, rules and dashboards share.
+OSD_OP_LATENCY_HISTOGRAM = "cephscope_osd_op_latency_seconds"
+OSD_OP_PHASE_HISTOGRAM = "cephscope_osd_op_phase_duration_seconds"
+
+
 def osd_op_latency_counter(op: str = "") -> str:
     """ceph-exporter's OSD op latency average pair, without its _sum/_count suffix: all ops
     (op ""), or "r", "w", "rw"."""
@@ -107,6 +115,56 @@ def _by(labels: Iterable[str]) -> str:
 def _agg(op: str, by: tuple[str, ...], inner: str) -> str:
     """`op by (labels) (inner)`, or `op(inner)` over everything."""
     return f"{op} by ({_by(by)}) ({inner})" if by else f"{op}({inner})"
+
+
+# ---- histograms, stored classic or native -----------------------------------------------------
+#
+# The exporter exposes classic histograms (`<name>_bucket{le}`, `_sum`, `_count`). Prometheus 3
+# can store each one as a single native histogram with custom buckets (NHCB:
+# `convert_classic_histograms_to_nhcb`); then only `<name>` exists, holding buckets, sum and
+# count, and a query of `_bucket`, `_sum` or `_count` finds nothing. Every histogram figure is
+# therefore written once as "classic form `or` native form": on one Prometheus one side is
+# empty (a classic series always has `le`, a native one never, so `or` keeps both sides' series
+# during a switch-over), and histogram_quantile, rate and sum take either shape.
+
+
+def histogram_selector(name: str, *matchers: str) -> str:
+    """The series of histogram `name` in either storage (`label_values`, existence checks)."""
+    return selector(f'__name__=~"{name}(_bucket)?"', *matchers)
+
+
+def histogram_buckets(name: str, by: Iterable[str], window: str, *matchers: str,
+                      function: str = "rate") -> str:
+    """`function` (rate or increase) of the histogram's buckets over `window`, summed by `by`:
+    classic bucket series keep `le`, native series are whole histograms."""
+    by, sel = tuple(by), selector(*matchers)
+    classic = _agg("sum", (*by, "le"), f"{function}({name}_bucket{sel}[{window}])")
+    native = _agg("sum", by, f"{function}({name}{sel}[{window}])")
+    return f"{classic} or {native}"
+
+
+def histogram_quantile(quantile: float, name: str, by: Iterable[str], window: str,
+                       *matchers: str) -> str:
+    """The `quantile` of the histogram's observations over `window`, per `by` group."""
+    return f"histogram_quantile({quantile}, {histogram_buckets(name, by, window, *matchers)})"
+
+
+def histogram_rate(name: str, part: str, by: Iterable[str], window: str, *matchers: str) -> str:
+    """Per-second rate of the histogram's `count` or `sum`, summed by `by` (parenthesised: it
+    is an `or` of the two storage forms)."""
+    if part not in ("count", "sum"):
+        raise ValueError(f"histogram part {part!r}: count or sum")
+    by, sel = tuple(by), selector(*matchers)
+    classic = _agg("sum", by, f"rate({name}_{part}{sel}[{window}])")
+    native = _agg("sum", by, f"histogram_{part}(rate({name}{sel}[{window}]))")
+    return f"({classic} or {native})"
+
+
+def histogram_raw(name: str, by: Iterable[str], *matchers: str) -> str:
+    """The histogram's cumulative buckets as stored (instant or range query), summed by `by`:
+    classic `le` series, or native histograms the caller expands (see runner/histogram_points)."""
+    by, sel = tuple(by), selector(*matchers)
+    return f"{_agg('sum', (*by, 'le'), f'{name}_bucket{sel}')} or {_agg('sum', by, f'{name}{sel}')}"
 
 
 @dataclass(frozen=True)
@@ -182,6 +240,13 @@ class Figures:
         counter, by = osd_op_latency_counter(op), tuple(by)
         return (f"{_agg('sum', by, self.exporter_rate(counter + '_sum', *matchers))}"
                 f" / {_agg('sum', by, self.exporter_rate(counter + '_count', *matchers))}")
+
+    def osd_op_latency_quantile(self, quantile: float, by: Iterable[str] = (),
+                                *matchers: str) -> str:
+        """OSD op latency quantile from the exporter's latency histograms (classic or native
+        storage), per `by` group (() : all OSDs and op kinds together)."""
+        return histogram_quantile(quantile, OSD_OP_LATENCY_HISTOGRAM, by, self.window,
+                                  *self.exporter, *matchers)
 
     def average_seconds(self, pair: str, by: Iterable[str] = (), *matchers: str) -> str:
         """Average of a Ceph long-running average (its _sum / _count pair) over the window,

@@ -37,7 +37,16 @@ from cephscope.dashboards.common import (
     timeseries,
 )
 from cephscope.dashboards.config import MixinConfig
-from cephscope.figures import DASHBOARD_RATE_WINDOW, Figures
+from cephscope.figures import (
+    DASHBOARD_RATE_WINDOW,
+    OSD_OP_LATENCY_HISTOGRAM,
+    OSD_OP_PHASE_HISTOGRAM,
+    Figures,
+    histogram_buckets,
+    histogram_quantile,
+    histogram_rate,
+    histogram_selector,
+)
 
 # Stable dashboard uids: links and bookmarks survive rebuilds.
 UID_SWEEP_OVERVIEW = "cephscope-sweep-overview"
@@ -132,8 +141,8 @@ def _osd_op_rate(by: str) -> list[Query]:
 
 def _osd_quantile(quantile: float, by: str) -> Query:
     return Query(
-        f"histogram_quantile({quantile}, sum by (le, {by}) "
-        f"(rate(cephscope_osd_op_latency_seconds_bucket{sel(OSD_SEL)}[$__rate_interval])))",
+        Figures(exporter=(OSD_SEL,), window=DASHBOARD_RATE_WINDOW).osd_op_latency_quantile(
+            quantile, by.split(", ")),
         f"p{round(quantile * 100)} {{{{{by.split(', ')[-1]}}}}}",
     )
 
@@ -413,7 +422,7 @@ def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
     )
     op_variable = query_variable(
         "op", "OSD op (latency heatmap)",
-        "label_values(cephscope_osd_op_latency_seconds_bucket, op)", multi=False,
+        f"label_values({histogram_selector(OSD_OP_LATENCY_HISTOGRAM)}, op)", multi=False,
         include_all=False,
     )
     for variable in [*exporter_variables(cfg), run_variable(), op_variable]:
@@ -436,8 +445,8 @@ def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
             heatmap(
                 "OSD op latency $ceph_daemon op $op",
                 Query(
-                    "sum by (le) (increase(cephscope_osd_op_latency_seconds_bucket"
-                    f"{sel(OSD_SEL, OP_SEL)}[$__rate_interval]))"
+                    histogram_buckets(OSD_OP_LATENCY_HISTOGRAM, (), DASHBOARD_RATE_WINDOW,
+                                      OSD_SEL, OP_SEL, function="increase")
                 ),
                 "s",
                 "Ops per latency bucket (the OSD's own histogram, 100 us x 2^k edges) per "
@@ -539,10 +548,11 @@ def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
                 "Historic-op phase durations (avg)",
                 [
                     Query(
-                        "sum by (phase) (rate(cephscope_osd_op_phase_duration_seconds_sum"
-                        f"{sel(OSD_SEL)}[$__rate_interval])) / sum by (phase) "
-                        "(rate(cephscope_osd_op_phase_duration_seconds_count"
-                        f"{sel(OSD_SEL)}[$__rate_interval]))",
+                        histogram_rate(OSD_OP_PHASE_HISTOGRAM, "sum", ("phase",),
+                                       DASHBOARD_RATE_WINDOW, OSD_SEL)
+                        + " / "
+                        + histogram_rate(OSD_OP_PHASE_HISTOGRAM, "count", ("phase",),
+                                         DASHBOARD_RATE_WINDOW, OSD_SEL),
                         "{{phase}}",
                     )
                 ],
@@ -557,9 +567,8 @@ def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
                 "Historic-op phase durations (p99)",
                 [
                     Query(
-                        "histogram_quantile(0.99, sum by (le, phase) "
-                        "(rate(cephscope_osd_op_phase_duration_seconds_bucket"
-                        f"{sel(OSD_SEL)}[$__rate_interval])))",
+                        histogram_quantile(0.99, OSD_OP_PHASE_HISTOGRAM, ("phase",),
+                                           DASHBOARD_RATE_WINDOW, OSD_SEL),
                         "{{phase}}",
                     )
                 ],

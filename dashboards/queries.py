@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cephscope.dashboards.common import iter_panels
+from cephscope.prometheus_api import PrometheusAPI
 
 VARIABLE_RE = re.compile(r"\$(?:\{(\w+)(?::\w+)?\}|(\w+))")
 LABEL_VALUES_RE = re.compile(r"^label_values\((?:(?P<selector>.+),\s*)?(?P<label>\w+)\)$")
@@ -115,3 +116,54 @@ def substitute(expr: str, values: Mapping[str, str]) -> str:
 def cookbook_queries(markdown: str) -> list[str]:
     """The ```promql fenced blocks of the PromQL cookbook, in order."""
     return [block.strip() for block in PROMQL_BLOCK_RE.findall(markdown)]
+
+
+def label_values(api: PrometheusAPI, selector: str | None, label: str, start: float,
+                 end: float) -> list[str]:
+    """Grafana's label_values(): the label's values on series present in the time range."""
+    span = {"start": f"{start:.3f}", "end": f"{end:.3f}"}
+    if selector is None:
+        return sorted(api.get(f"label/{label}/values", span))
+    series = api.get("series", [("match[]", selector), *span.items()])
+    return sorted({s[label] for s in series if s.get(label)})
+
+
+# What a variable without values stands for when that is allowed: a label value no series has.
+NO_VALUE = "no-value"
+
+
+def resolve_variables(api: PrometheusAPI, dashboard: Mapping[str, Any], run_id: str,
+                      start: float, end: float, allow_empty: bool = False) -> dict[str, str]:
+    """Values Grafana would give the dashboard's variables: 'All' for multi-value ones, the run
+    under test for $run, the first value otherwise. A variable without values is an error, or
+    with `allow_empty` (a cluster without MDS or gateways) NO_VALUE: its panels show nothing."""
+    values: dict[str, str] = {"datasource": "cephscope-prometheus"}
+    for variable in variable_queries(dashboard):
+        selector = substitute(variable.selector, values) if variable.selector else None
+        options = label_values(api, selector, variable.label, start, end)
+        if not options and allow_empty and variable.name != "run":
+            values[variable.name] = NO_VALUE
+            continue
+        if not options:
+            raise ValueError(f"{dashboard['uid']}: variable ${variable.name} has no values "
+                             f"({selector})")
+        if variable.name == "run":
+            if run_id not in options:
+                raise ValueError(f"{dashboard['uid']}: run {run_id} not among {options}")
+            values["run"] = run_id
+        elif variable.include_all:
+            values[variable.name] = variable.all_value or "|".join(options)
+        else:
+            values[variable.name] = options[0]
+    return values
+
+
+def grafana_intervals(start: float, end: float, scrape_interval: float,
+                      max_data_points: int = 1000) -> dict[str, str]:
+    """$__interval, $__rate_interval and $__range as Grafana sets them for a panel showing
+    [start, end] (unrounded): the interval is the range over the panel's data points, at least
+    one scrape interval; the rate interval max(interval + scrape interval, 4 x scrape interval)."""
+    interval = max(scrape_interval, (end - start) / max_data_points)
+    rate_interval = max(interval + scrape_interval, 4 * scrape_interval)
+    return {"__interval": f"{interval:g}s", "__rate_interval": f"{rate_interval:g}s",
+            "__range": f"{max(1, round(end - start))}s"}

@@ -74,10 +74,7 @@ def recording_rules(cfg: MixinConfig) -> dict[str, Any]:
         osd_rules.append(
             {
                 "record": name,
-                "expr": (
-                    f"histogram_quantile({quantile}, sum by (job, instance, ceph_daemon, le) "
-                    f"(rate(cephscope_osd_op_latency_seconds_bucket{exporter}[{w}])))"
-                ),
+                "expr": figures.osd_op_latency_quantile(quantile, ("job", "instance", "ceph_daemon")),
             }
         )
     step_rules: list[dict[str, Any]] = [
@@ -91,10 +88,7 @@ def recording_rules(cfg: MixinConfig) -> dict[str, Any]:
         },
         {
             "record": names.STEP_OSD_OP_LATENCY_P99,
-            "expr": _step_join(
-                "histogram_quantile(0.99, sum by (le) "
-                f"(rate(cephscope_osd_op_latency_seconds_bucket{exporter}[{w}])))"
-            ),
+            "expr": _step_join(figures.osd_op_latency_quantile(0.99)),
         },
         {
             "record": names.STEP_OSD_CPU_CORES,

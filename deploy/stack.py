@@ -7,6 +7,11 @@ Ports are a base plus fixed offsets so that two stacks run side by side:
 
 All state (configs, TSDB, logs, pid files) lives under one state dir; `down` stops only the
 processes whose pid files are there and whose command line names that state dir.
+
+Past one Prometheus (cephscope/forwarding.py): a stack with `remote_write_url` is an edge (it
+scrapes, evaluates the per-host recording rules and forwards what the dashboards and the report
+read); a stack with `remote_write_receiver` is the central store (Prometheus and Alertmanager
+only, receiving remote writes, evaluating the cluster-wide rules and the alerts).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from cephscope import host_commands
+from cephscope import forwarding, host_commands
 from cephscope.deploy import rootfs
 from cephscope.deploy.placement import Release, release_command
 from cephscope.deploy.procs import exporter_binary, pid_from_file, port_is_free, terminate
@@ -95,6 +100,11 @@ def http_get(url: str, timeout: float = 5.0, context: ssl.SSLContext | None = No
 
 # Prometheus major -> the release root filesystem that carries it (None: this machine's).
 PROMETHEUS_RELEASES: dict[str, str | None] = {"2": None, "3": "tentacle"}
+# Majors that store a classic histogram as a native histogram with custom buckets
+# (`convert_classic_histograms_to_nhcb`; 3.5 drops converted histograms altogether unless
+# `--enable-feature=native-histograms` is on, so the two always go together).
+NATIVE_HISTOGRAM_RELEASES = ("3",)
+NATIVE_HISTOGRAMS_FEATURE = "--enable-feature=native-histograms"
 
 
 class Stack:
@@ -114,6 +124,9 @@ class Stack:
         runner_port: int | None = None,
         exporter_web_config: Path | str | None = None,
         exporter_scrape_config: Path | str | None = None,
+        native_histograms: bool | None = None,
+        remote_write_url: str | None = None,
+        remote_write_receiver: bool = False,
     ) -> None:
         self.state_dir = Path(state_dir or default_state_dir()).resolve()
         self.port_base = port_base
@@ -134,6 +147,26 @@ class Stack:
             raise StackError(f"--prometheus-release {prometheus_release!r}: one of "
                              f"{', '.join(PROMETHEUS_RELEASES)}")
         self.prometheus_release = prometheus_release
+        # Prometheus 3 stores the exporter's classic histograms as native histograms with
+        # custom buckets (one series per histogram instead of one per bucket) unless told not
+        # to; Prometheus 2 cannot.
+        if native_histograms is None:
+            native_histograms = prometheus_release in NATIVE_HISTOGRAM_RELEASES
+        if native_histograms and prometheus_release not in NATIVE_HISTOGRAM_RELEASES:
+            raise StackError(f"native histograms need --prometheus-release "
+                             f"{' or '.join(NATIVE_HISTOGRAM_RELEASES)} (Prometheus "
+                             f"{prometheus_release} keeps classic histograms)")
+        self.native_histograms = native_histograms
+        if remote_write_url is not None and remote_write_receiver:
+            raise StackError("a stack either forwards (--remote-write-url) or receives "
+                             "(--remote-write-receiver), not both")
+        if remote_write_url is not None:
+            parsed = urllib.parse.urlparse(remote_write_url)
+            if parsed.scheme not in ("http", "https") or not parsed.netloc:
+                raise StackError(f"--remote-write-url {remote_write_url!r}: an http(s) URL, "
+                                 f"e.g. http://127.0.0.1:18100/api/v1/write")
+        self.remote_write_url = remote_write_url
+        self.remote_write_receiver = remote_write_receiver
         # Another stack's runner port: two Prometheus servers scrape one sweep.
         self._runner_port = runner_port
         # the exporter behind TLS / client certificates / basic auth (deploy/scrape_auth.py)
@@ -149,7 +182,11 @@ class Stack:
                 raise StackError(str(exc)) from None
         saved = self.state_dir / "stack.json"
         if saved.exists():
-            self.port_base = json.loads(saved.read_text())["port_base"]
+            settings = json.loads(saved.read_text())
+            self.port_base = settings["port_base"]
+            # what runs there: `status` and `down` of a central store name its two daemons
+            if self.remote_write_url is None and settings.get("remote_write_receiver"):
+                self.remote_write_receiver = True
 
     # ---- addresses -------------------------------------------------------------------------
 
@@ -181,7 +218,36 @@ class Stack:
         return self._runner_port or self.port(RUNNER_OFFSET)
 
     def _components(self) -> list[Component]:
+        if self.remote_write_receiver:  # the central store scrapes no host
+            return [c for c in COMPONENTS if c.name in ("prometheus", "alertmanager")]
         return [c for c in COMPONENTS if c.name != "exporter" or self.with_exporter]
+
+    @property
+    def rules_role(self) -> str | None:
+        """Which share of the rules this Prometheus evaluates (None: all of them)."""
+        if self.remote_write_url is not None:
+            return forwarding.EDGE
+        return forwarding.CENTRAL if self.remote_write_receiver else None
+
+    @property
+    def rules_dir(self) -> Path:
+        """Where this stack's rule files are: alerts/, or its own share of them."""
+        return ALERTS_DIR if self.rules_role is None else self.state_dir / "rules"
+
+    def write_rule_files(self) -> list[Path]:
+        """An edge's or a central store's share of every rule file of alerts/."""
+        role = self.rules_role
+        if role is None:
+            return []
+        self.rules_dir.mkdir(parents=True, exist_ok=True)
+        written = []
+        for source in sorted(ALERTS_DIR.glob("*.rules.yml")):
+            share = forwarding.rules_for(role, yaml.safe_load(source.read_text()))
+            if share["groups"]:
+                target = self.rules_dir / source.name
+                target.write_text(yaml.safe_dump(share, sort_keys=False))
+                written.append(target)
+        return written
 
     # ---- configs ---------------------------------------------------------------------------
 
@@ -215,13 +281,19 @@ class Stack:
                     jobs.insert(2, found[0])
                 found[0]["file_sd_configs"] = [{"files": [str(self.targets_dir / file)],
                                                 "refresh_interval": "30s"}]
-        return {
+        if self.remote_write_receiver:
+            jobs = [j for j in jobs if j["job_name"] == "prometheus"]
+        if self.native_histograms:
+            for found_job in jobs:
+                if found_job["job_name"] == EXPORTER_JOB:
+                    found_job["convert_classic_histograms_to_nhcb"] = True
+        config = {
             "global": {
                 "scrape_interval": interval,
                 "scrape_timeout": f"{max(1, self.scrape_interval_seconds - 1)}s",
                 "evaluation_interval": interval,
             },
-            "rule_files": [str(ALERTS_DIR / "*.rules.yml")],
+            "rule_files": [str(self.rules_dir / "*.rules.yml")],
             "alerting": {
                 "alertmanagers": [
                     {"static_configs": [{"targets": [f"127.0.0.1:{self.port(ALERTMANAGER_OFFSET)}"]}]}
@@ -229,6 +301,10 @@ class Stack:
             },
             "scrape_configs": jobs,
         }
+        if self.remote_write_url is not None:
+            config["remote_write"] = [forwarding.remote_write_config(self.remote_write_url,
+                                                                     self.native_histograms)]
+        return config
 
     def alertmanager_config(self) -> dict[str, Any]:
         source = ALERTS_DIR / "alertmanager.yml"
@@ -255,6 +331,8 @@ class Stack:
                 f"--web.listen-address={listen}",
                 "--web.enable-lifecycle",
                 "--storage.tsdb.retention.time=15d",
+                *([NATIVE_HISTOGRAMS_FEATURE] if self.native_histograms else []),
+                *(self._receiver_flags() if self.remote_write_receiver else []),
             ])
         if component.name == "alertmanager":
             return [
@@ -287,6 +365,15 @@ class Stack:
         if self.exporter_auth:
             argv.append(f"--web.config.file={self.exporter_auth.web_config_path}")
         return argv + self.exporter_args
+
+    def _receiver_flags(self) -> list[str]:
+        """Receive remote writes; on Prometheus 3 in both protocol versions (2.0 carries the
+        custom bucket bounds of native histograms, 1.0 does not)."""
+        flags = ["--web.enable-remote-write-receiver"]
+        if self.prometheus_release in NATIVE_HISTOGRAM_RELEASES:
+            flags += [f"--web.remote-write-receiver.accepted-protobuf-messages={message}"
+                      for message in (forwarding.REMOTE_WRITE_1, forwarding.REMOTE_WRITE_2)]
+        return flags
 
     @staticmethod
     def _exporter_binary() -> str:
@@ -323,7 +410,8 @@ class Stack:
         ]
         if busy:
             raise StackError(f"ports in use on 127.0.0.1: {', '.join(busy)}; pick another --port-base")
-        if self.with_exporter and self.asok_dir and not self.asok_dir.is_dir():
+        runs_exporter = any(c.name == "exporter" for c in self._components())
+        if runs_exporter and self.asok_dir and not self.asok_dir.is_dir():
             raise StackError(f"admin socket dir {self.asok_dir} does not exist (is the cluster up?)")
 
     def up(self, timeout: float = 60) -> float:
@@ -331,10 +419,12 @@ class Stack:
         self._preflight()
         for sub in ("run", "log", "prometheus-data", "alertmanager-data", "textfile"):
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
-        (self.state_dir / "stack.json").write_text(json.dumps({"port_base": self.port_base}) + "\n")
+        (self.state_dir / "stack.json").write_text(json.dumps(
+            {"port_base": self.port_base, "remote_write_receiver": self.remote_write_receiver}) + "\n")
         # Private: prometheus.yml holds the exporter scrape's inline basic_auth password when
         # the scrape file gives one (password_file stays a path), alertmanager.yml may hold a
         # webhook URL with a token; the stack's daemons run as this user.
+        self.write_rule_files()
         write_private(self.state_dir / "prometheus.yml",
                       yaml.safe_dump(self.prometheus_config(), sort_keys=False))
         write_private(self.state_dir / "alertmanager.yml",

@@ -47,6 +47,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(built and cached like `cephscope devcluster rootfs --release tentacle`)",
     )
     parser.add_argument(
+        "--histograms", choices=["classic", "native"], default=None,
+        help="how Prometheus stores the exporter's histograms: native = one native histogram "
+        "with custom buckets per histogram (Prometheus 3 only, its default), classic = one "
+        "series per bucket (Prometheus 2's only way); queries answer the same either way",
+    )
+    parser.add_argument(
+        "--remote-write-url", metavar="URL",
+        help="this Prometheus is an edge: it evaluates the per-host recording rules and "
+        "forwards what the dashboards, the alerts and the report read to URL (a "
+        "--remote-write-receiver stack's /api/v1/write, or Thanos/Mimir/VictoriaMetrics); "
+        "see docs/scale.md",
+    )
+    parser.add_argument(
+        "--remote-write-receiver", action="store_true",
+        help="this Prometheus is the central store: it receives remote writes, scrapes no "
+        "host, evaluates the cluster-wide rules and the alerts (Prometheus + Alertmanager)",
+    )
+    parser.add_argument(
         "--exporter-web-config", type=Path, metavar="FILE",
         help="the exporter's --web.config.file (TLS, client certificates, basic auth); the "
         "stack's Prometheus scrapes it with --exporter-scrape-config",
@@ -82,6 +100,9 @@ def make_stack(args: argparse.Namespace, cluster_dir: Path) -> Stack:
         targets_dir=args.targets_dir or (
             cluster_dir / "targets" if (cluster_dir / "targets").is_dir() else None),
         prometheus_release=args.prometheus_release,
+        native_histograms=None if args.histograms is None else args.histograms == "native",
+        remote_write_url=args.remote_write_url,
+        remote_write_receiver=args.remote_write_receiver,
         exporter_web_config=args.exporter_web_config,
         exporter_scrape_config=args.exporter_scrape_config,
     )
@@ -93,14 +114,21 @@ def run_action(args: argparse.Namespace, stack: Stack) -> int:
             seconds = stack.up()
             print(f"stack: up in {seconds:.1f}s")
             print(f"  Prometheus:     {stack.prometheus_url}")
+            if stack.remote_write_receiver:
+                print(f"  remote write:   {stack.prometheus_url}/api/v1/write (receiving)")
+            if stack.remote_write_url:
+                print(f"  forwarding to:  {stack.remote_write_url}")
             print(f"  Alertmanager:   {stack.alertmanager_url}")
-            print(f"  node_exporter:  {stack.node_exporter_url}/metrics")
-            if stack.with_exporter:
+            scraping = not stack.remote_write_receiver
+            if scraping:
+                print(f"  node_exporter:  {stack.node_exporter_url}/metrics")
+            if stack.with_exporter and scraping:
                 print(f"  exporter:       {stack.exporter_url}/metrics")
-            print(
-                f"  runner target:  127.0.0.1:{stack.runner_port} "
-                f"(cephscope sweep --metrics-port {stack.runner_port})"
-            )
+            if scraping:
+                print(
+                    f"  runner target:  127.0.0.1:{stack.runner_port} "
+                    f"(cephscope sweep --metrics-port {stack.runner_port})"
+                )
         elif args.action == "down":
             stopped = stack.down()
             print(f"stack: stopped {', '.join(stopped)}")

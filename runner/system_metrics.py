@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cephscope import figures as figure_names
-from cephscope.figures import RATE_WINDOW_SCRAPES, STACK_FIGURES, Figures, selector
+from cephscope.figures import RATE_WINDOW_SCRAPES, STACK_FIGURES, Figures, histogram_raw, selector
 from cephscope.prometheus_api import PrometheusAPI, PrometheusError, PrometheusUnreachable
 
 # Mode windows shorter than this many scrape intervals get a warning in the report.
@@ -61,8 +61,9 @@ def system_queries(figures: Figures = STACK_FIGURES) -> dict[str, str]:
         # OSD thread groups (tp_osd_tp, msgr-worker, bstore_kv_sync, ...): CPU seconds per second
         "osd_thread_cpu_seconds_per_second": f.osd_thread_cpu_cores((*osd, "thread_group")),
         # raw cumulative OSD latency histogram buckets: the report takes deltas per mode window
-        "osd_op_latency_bucket": "sum by (instance, host, ceph_daemon, op, le)"
-                                 f" (cephscope_osd_op_latency_seconds_bucket{exporter})",
+        # (classic `le` series, or native histograms where Prometheus stores them so)
+        "osd_op_latency_bucket": histogram_raw(figure_names.OSD_OP_LATENCY_HISTOGRAM,
+                                               (*osd, "op"), *f.exporter),
         # topology: which disks and NICs are the OSDs' own
         "osd_device_info": f"cephscope_osd_device_info{exporter}",
         "osd_network_info": f"cephscope_osd_network_info{exporter}",

@@ -21,6 +21,7 @@ from functools import cached_property
 from typing import Any
 
 from cephscope.figures import RGW_OPERATIONS, cpu_is_busy, rgw_op_counters
+from cephscope.runner.histogram_points import add_cumulative, bucket_points
 from cephscope.runner.window_rates import SeriesRate, raw_points, series_rates
 
 # Percentiles taken from the OSD latency histograms (labels as in fio's: "50", "99", "99.9").
@@ -310,15 +311,6 @@ def histogram_quantile(q: float, buckets: Mapping[float, float]) -> float | None
     return lower_bound
 
 
-def _le(text: str | None) -> float | None:
-    if text is None:
-        return None
-    try:
-        return math.inf if text in ("+Inf", "Inf") else float(text)
-    except ValueError:
-        return None
-
-
 def ops_of_mode(mode: str | None) -> frozenset[str] | None:
     """The OSD op kinds (histogram `op` label) a benchmark mode issues; None: all of them.
     Reads (rados bench seq/rand, fio read/randread) are "r", writes "w"; mixed modes all."""
@@ -335,28 +327,30 @@ def osd_histogram_deltas(entry: Mapping[str, Any], window: Window | None,
                          ) -> dict[str, dict[float, float]]:
     """ceph_daemon -> {le: increase over the window} of the OSD latency histogram, summed over
     the op kinds `ops` (None: all)."""
-    deltas: dict[str, dict[float, float]] = {}
+    # one histogram per label set without `le`: its classic `le` series together, or one
+    # native histogram (Prometheus 3 storing it as NHCB, listing only non-empty buckets)
+    histograms: dict[tuple[tuple[str, str], ...], dict[float, float]] = {}
     for series in entry.get("result", []) or []:
         metric = series.get("metric", {})
         if ops is not None and metric.get("op") not in ops:
             continue
-        le = _le(metric.get("le"))
-        increase = counter_increase(raw_points(series), window, settle_seconds)
-        if le is None or increase is None:
-            continue
-        per_daemon = deltas.setdefault(metric.get("ceph_daemon", "?"), {})
-        per_daemon[le] = per_daemon.get(le, 0.0) + increase
-    return deltas
+        key = tuple(sorted((k, v) for k, v in metric.items() if k != "le"))
+        for le, points in bucket_points(series).items():
+            increase = counter_increase(points, window, settle_seconds)
+            if increase is not None:
+                histograms.setdefault(key, {})[le] = increase
+    per_daemon: dict[str, list[dict[float, float]]] = {}
+    for key, buckets in histograms.items():
+        per_daemon.setdefault(dict(key).get("ceph_daemon", "?"), []).append(buckets)
+    return {daemon: add_cumulative(found) for daemon, found in per_daemon.items()}
 
 
 def _apply_osd_histograms(figures: SystemFigures, entry: Mapping[str, Any],
                           window: Window | None, ops: frozenset[str] | None,
                           settle_seconds: float) -> None:
     deltas = osd_histogram_deltas(entry, window, ops, settle_seconds)
-    merged: dict[float, float] = {}
+    merged = add_cumulative(list(deltas.values()))
     for daemon, buckets in deltas.items():
-        for le, value in buckets.items():
-            merged[le] = merged.get(le, 0.0) + value
         p99 = histogram_quantile(0.99, buckets)
         if p99 is not None:
             figures.osd_p99_by_daemon[daemon] = p99

@@ -6,7 +6,9 @@ baseline panels have data too.
 Both Prometheus majors answer every query: the session stack's Prometheus 2.42 (Debian
 bookworm) and a second stack on Prometheus 3.5 (`--prometheus-release 3`, from the Tentacle
 root filesystem) scraping the same cluster and the same sweeps (3.x has left-open range
-selectors and normalises classic histograms' `le` labels).
+selectors and normalises classic histograms' `le` labels), storing the exporter's histograms
+as native histograms with custom buckets; the OSD latency percentiles of each step agree
+between the two.
 
 The CephFS and RGW panels need traffic on the session cluster's MDS and gateway: while the
 sweeps run, a background loop makes Swift rounds on the gateway and file rounds through a
@@ -16,6 +18,7 @@ series in Prometheus are checked against what that loop did.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,8 +32,8 @@ from cephscope.dashboards.queries import (
     cookbook_queries,
     load_dashboards,
     panel_queries,
+    resolve_variables,
     substitute,
-    variable_queries,
 )
 from cephscope.deploy import rootfs
 from cephscope.deploy.devcluster import DevCluster
@@ -41,6 +44,9 @@ from cephscope.deploy.service_traffic import (
     SwiftAccount,
 )
 from cephscope.deploy.stack import Stack
+from cephscope.figures import OSD_OP_LATENCY_HISTOGRAM, STACK_FIGURES
+from cephscope.runner.report.step_system import summarize_system
+from cephscope.runner.system_metrics import pull_step_window
 from tests.live.conftest import free_port_base
 from tests.live.sweeps import REPO, SweepRun, prometheus_get, run_sweep
 
@@ -53,34 +59,6 @@ benchmarks:
     time: {seconds}
     write_only: true
 """
-
-
-def label_values(stack: Stack, selector: str | None, label: str, start: float, end: float) -> list[str]:
-    """Grafana's label_values(): the label's values on series present in the time range."""
-    if selector is None:
-        return sorted(prometheus_get(stack, f"/api/v1/label/{label}/values",
-                                     {"start": str(start), "end": str(end)}))
-    series = prometheus_get(stack, "/api/v1/series",
-                            [("match[]", selector), ("start", str(start)), ("end", str(end))])
-    return sorted({s[label] for s in series if s.get(label)})
-
-
-def resolve_variables(stack: Stack, dashboard: dict[str, Any], run_id: str, start: float,
-                      end: float) -> dict[str, str]:
-    """Values Grafana would use: 'All' for multi-value variables, the run under test for $run."""
-    values: dict[str, str] = {"datasource": "cephscope-prometheus"}
-    for variable in variable_queries(dashboard):
-        selector = substitute(variable.selector, values) if variable.selector else None
-        options = label_values(stack, selector, variable.label, start, end)
-        assert options, f"{dashboard['uid']}: variable ${variable.name} has no values ({selector})"
-        if variable.name == "run":
-            assert run_id in options, (run_id, options)
-            values["run"] = run_id
-        elif variable.include_all:
-            values[variable.name] = variable.all_value or "|".join(options)
-        else:
-            values[variable.name] = options[0]
-    return values
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +153,7 @@ def test_every_dashboard_panel_query_returns_series(prometheus: Stack, swept: Sw
     checked = 0
     empty: list[str] = []
     for dashboard in dashboards.values():
-        values = resolve_variables(stack, dashboard, swept.run_id, swept.start - 10, swept.end + 5)
+        values = resolve_variables(stack.prometheus, dashboard, swept.run_id, swept.start - 10, swept.end + 5)
         values.update(grafana_builtins(swept))
         for query in panel_queries(dashboard) + annotation_queries(dashboard):
             expr = substitute(query.expr, values)
@@ -191,7 +169,7 @@ def test_step_params_reach_the_comparison_table(prometheus: Stack, swept: SweepR
     """The comparison join yields one row per step, labelled with the sweep axis."""
     stack = prometheus
     dashboard = load_dashboards(REPO / "dashboards" / "json")["cephscope-sweep-comparison"]
-    values = resolve_variables(stack, dashboard, swept.run_id, swept.start - 10, swept.end + 5)
+    values = resolve_variables(stack.prometheus, dashboard, swept.run_id, swept.start - 10, swept.end + 5)
     values.update(grafana_builtins(swept))
     values["__range"] = f"{int(swept.end - swept.start) + 15}s"
     table = next(q for q in panel_queries(dashboard) if "group_left" in q.expr)
@@ -259,3 +237,53 @@ def test_exporter_mds_and_rgw_series_follow_the_traffic(
         by_step = {r["metric"]["step"]: float(r["value"][1]) for r in rows}
         assert set(by_step) == {s["step"] for s in swept.steps}, (name, by_step)
         assert all(v > 0 for v in by_step.values()), (name, by_step)
+
+
+# The two servers scrape the exporter at nearly the same moments (the same target gets the
+# same scrape offset), so the report's step p99, taken from the stored cumulative buckets over
+# the step's window, is the same figure from either storage: measured 42.45 / 42.45 ms and
+# 61.42 / 61.43 ms (classic / native). Each server evaluates the recorded step p99 on its own
+# schedule, and a panel's 20 s rate window at the step's end reaches into the step before it,
+# holding one sample more on 2.x (closed range) than on 3.x (left-open): measured 47.4 / 45.1
+# and 48.5 / 61.4 ms. A histogram read in the wrong storage shape gives no figure at all.
+REPORT_TOLERANCE = 0.05
+WINDOWED_TOLERANCE = 0.5
+
+
+def _p(values: list[float]) -> str:
+    return ", ".join(f"{v * 1000:.2f} ms" for v in values)
+
+
+def test_osd_latency_percentiles_agree_on_classic_and_native_storage(
+        stack: Stack, stack3: Stack, swept: SweepRun) -> None:
+    """Prometheus 2.42 (classic `_bucket` series) and 3.5 (one native histogram with custom
+    buckets per OSD and op) scraping the same exporter give each step the same OSD p50/p99 in
+    the report (from the stored histograms), in the recorded step p99 and in the dashboards'
+    p99 panel query."""
+    assert not stack.native_histograms and stack3.native_histograms
+    assert stack.query(f"count({OSD_OP_LATENCY_HISTOGRAM}_bucket)")
+    assert not stack3.query(f"{OSD_OP_LATENCY_HISTOGRAM}_bucket")
+    native = stack3.query(OSD_OP_LATENCY_HISTOGRAM)
+    assert native and all("histogram" in s for s in native)
+    panel = STACK_FIGURES.with_window("20s").osd_op_latency_quantile(0.99)
+    for row in swept.steps:
+        start, end = row["start"], row["end"]
+        figures = [summarize_system(pull_step_window(s.prometheus_url, start, end),
+                                    window=(start, end), mode="write") for s in (stack, stack3)]
+        for quantile in ("50", "99"):
+            classic, nhcb = (f.osd_latency_percentiles.get(quantile) for f in figures)
+            assert classic and nhcb, (row["step"], quantile, classic, nhcb)
+            assert math.isclose(classic, nhcb, rel_tol=REPORT_TOLERANCE), (
+                f"step {row['step']} p{quantile}: {_p([classic, nhcb])}")
+        print(f"step {row['step']} report p99 classic/native: "
+              f"{_p([f.osd_latency_percentiles['99'] for f in figures])}")
+        recorded = [s.query(f'max(max_over_time(cephscope_step:osd_op_latency_seconds:p99'
+                            f'{{run="{swept.run_id}", step="{row["step"]}"}}[{end - start:.0f}s]))',
+                            at=end) for s in (stack, stack3)]
+        assert all(recorded), (row["step"], recorded)
+        rule = [float(r[0]["value"][1]) for r in recorded]
+        assert math.isclose(*rule, rel_tol=WINDOWED_TOLERANCE), f"recorded p99: {_p(rule)}"
+        answers = [s.query(panel, at=end) for s in (stack, stack3)]
+        queried = [float(a[0]["value"][1]) for a in answers]
+        assert math.isclose(*queried, rel_tol=WINDOWED_TOLERANCE), f"panel p99: {_p(queried)}"
+        print(f"  recorded {_p(rule)}, panel query {_p(queried)}")

@@ -6,6 +6,7 @@ definition and the one set of job names."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,7 +20,7 @@ from cephscope.dashboards import rule_names as names
 from cephscope.dashboards.config import DEFAULT_CONFIG
 from cephscope.dashboards.rules import device_rules, recording_rules
 from cephscope.deploy.stack import Stack
-from cephscope.runner.report.step_system import summarize_system
+from cephscope.runner.report.step_system import histogram_quantile, summarize_system
 from cephscope.runner.system_metrics import counter_series, render_queries
 
 REPO = Path(__file__).resolve().parents[2]
@@ -255,3 +256,113 @@ def test_mds_and_rgw_figures_are_the_rules_and_the_panels(tmp_path: Path) -> Non
     assert any("ceph_rgw_op_get_obj_lat_sum" in e and "ceph_rgw_get_initial_lat_sum" in e
                for e in exprs)
     assert any("ceph_mds_reply_latency_sum" in e for e in exprs)
+
+
+# ---- histograms stored classic or native ----------------------------------------------------
+
+LATENCY = fig.OSD_OP_LATENCY_HISTOGRAM
+EDGES = (0.001, 0.002, 0.004, 0.008)
+# per OSD: observations per scrape in each bucket (the last is +Inf), and their sum
+OSD_BUCKETS = {"osd.0": ((0, 5, 3, 2, 0), 0.0155), "osd.1": ((1, 2, 6, 1, 0), 0.027)}
+
+
+def _osd_labels(daemon: str) -> str:
+    return (f'job="{fig.EXPORTER_JOB}", instance="{EXPORTER_INSTANCE}", ceph_daemon="{daemon}", '
+            'op="w"')
+
+
+def _classic_histograms() -> list[dict[str, str]]:
+    """The OSDs' latency histograms as the exporter exposes them: `_bucket{le}`, `_sum`, `_count`."""
+    out = []
+    for daemon, (counts, total) in OSD_BUCKETS.items():
+        labels = _osd_labels(daemon)
+        cumulative = 0
+        for edge, count in zip((*[repr(e) for e in EDGES], "+Inf"), counts, strict=True):
+            cumulative += count
+            out.append({"series": f'{LATENCY}_bucket{{{labels}, le="{edge}"}}',
+                        "values": f"0+{cumulative}x{SCRAPES - 1}"})
+        out.append({"series": f"{LATENCY}_sum{{{labels}}}", "values": f"0+{total!r}x{SCRAPES - 1}"})
+        out.append({"series": f"{LATENCY}_count{{{labels}}}",
+                    "values": f"0+{sum(counts)}x{SCRAPES - 1}"})
+    return out
+
+
+def _native_histograms() -> list[dict[str, str]]:
+    """The same as Prometheus 3 stores them with convert_classic_histograms_to_nhcb: one
+    native histogram with custom buckets per OSD."""
+    edges = " ".join(repr(e) for e in EDGES)
+
+    def histogram(counts: tuple[int, ...], total: float) -> str:
+        buckets = " ".join(str(c) for c in counts)
+        return (f"{{{{schema:-53 sum:{total!r} count:{sum(counts)} custom_values:[{edges}] "
+                f"buckets:[{buckets}]}}}}")
+
+    return [{"series": f"{LATENCY}{{{_osd_labels(daemon)}}}",
+             "values": f"{histogram((0,) * len(counts), 0.0)}+{histogram(counts, total)}"
+                       f"x{SCRAPES - 1}"}
+            for daemon, (counts, total) in OSD_BUCKETS.items()]
+
+
+def _cumulative(counts: tuple[int, ...]) -> dict[float, float]:
+    running, out = 0.0, {}
+    for edge, count in zip((*EDGES, math.inf), counts, strict=True):
+        running += count
+        out[edge] = running
+    return out
+
+
+def _histogram_expectations() -> list[tuple[str, list[tuple[str, float]]]]:
+    """(PromQL, expected samples) of every histogram figure over the window: computed here with
+    the report's own quantile (runner/report/step_system) from the bucket counts."""
+    per_osd = {d: _cumulative(c) for d, (c, _s) in OSD_BUCKETS.items()}
+    both = {e: per_osd["osd.0"][e] + per_osd["osd.1"][e] for e in per_osd["osd.0"]}
+    daemon = [(f'{{ceph_daemon="{d}"}}', histogram_quantile(0.99, per_osd[d])) for d in per_osd]
+    w = WINDOW_FIGURES.window
+    exporter = fig.job_matcher(fig.EXPORTER_JOB)
+    return [
+        (WINDOW_FIGURES.osd_op_latency_quantile(0.99, ("ceph_daemon",)), daemon),
+        (WINDOW_FIGURES.osd_op_latency_quantile(0.5), [("{}", histogram_quantile(0.5, both))]),
+        (fig.histogram_rate(LATENCY, "count", ("ceph_daemon",), w, exporter),
+         [(f'{{ceph_daemon="{d}"}}', sum(c) / INTERVAL) for d, (c, _s) in OSD_BUCKETS.items()]),
+        (fig.histogram_rate(LATENCY, "sum", (), w, exporter),
+         [("{}", sum(s for _c, s in OSD_BUCKETS.values()) / INTERVAL)]),
+        # the dashboards' op variable finds the op label in either storage
+        (f"count by (op) (group by (ceph_daemon, op) ({fig.histogram_selector(LATENCY)}))",
+         [('{op="w"}', 2.0)]),
+    ]
+
+
+def _promtool_test(series: list[dict[str, str]], exprs: list[tuple[str, list[tuple[str, float]]]],
+                   path: Path) -> Path:
+    path.write_text(yaml.safe_dump({
+        "rule_files": [],
+        "evaluation_interval": f"{INTERVAL}s",
+        "tests": [{
+            "interval": f"{INTERVAL}s",
+            "input_series": series,
+            # in nanoseconds, rounded: promtool 2.42 compares floats exactly
+            "promql_expr_test": [
+                {"expr": f"round(({expr}) * 1e9)", "eval_time": f"{int(WINDOW[1])}s",
+                 "exp_samples": [{"labels": labels, "value": round(value * 1e9)}
+                                 for labels, value in expected]}
+                for expr, expected in exprs],
+        }],
+    }))
+    return path
+
+
+def test_histogram_figures_answer_the_same_on_classic_and_native_storage(tmp_path: Path) -> None:
+    """Every histogram figure (quantiles, count and sum rates, the series selector) gives the
+    report's numbers on the classic series under Prometheus 2.42 and 3.5, and on the native
+    histograms with custom buckets that 3.5 stores instead."""
+    from tests.unit.prometheus3_tools import promtool3
+
+    exprs = _histogram_expectations()
+    classic = _promtool_test(_classic_histograms(), exprs, tmp_path / "classic.test.yml")
+    native = _promtool_test(_native_histograms(), exprs, tmp_path / "native.test.yml")
+    proc = subprocess.run(["promtool", "test", "rules", str(classic)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for path in (classic, native):
+        proc3 = promtool3("test", "rules", str(path), binds=(tmp_path,))
+        assert proc3.returncode == 0, path.name + ": " + proc3.stdout + proc3.stderr

@@ -119,9 +119,10 @@ def test_template_variables(dashboards: dict[str, dict[str, Any]]) -> None:
             used = set(re.findall(r"\$\{?(\w+)", query.expr))
             assert used <= known, f"{query.name}: undefined {used - known}"
         for variable in variable_queries(dashboard):
-            # the exporter's series, or node_exporter's for the per-host rows
+            # the exporter's series (a histogram's in either storage: figures.
+            # histogram_selector), or node_exporter's for the per-host rows
             assert variable.selector is None or variable.selector.startswith(
-                ("cephscope_", "node_cpu_seconds_total")), variable
+                ("cephscope_", '{__name__=~"cephscope_', "node_cpu_seconds_total")), variable
 
 
 def test_links_tags_heatmap_and_per_host_rows(dashboards: dict[str, dict[str, Any]]) -> None:
@@ -224,3 +225,32 @@ def test_provisioning_matches_the_dashboards() -> None:
     providers = yaml.safe_load((provisioning / "dashboards" / "cephscope.yml").read_text())
     (provider,) = providers["providers"]
     assert provider["type"] == "file" and provider["options"]["path"].startswith("/")
+
+
+class _SeriesAPI:
+    """Answers the series API with the given series (what label_values() asks)."""
+
+    def __init__(self, series: list[dict[str, str]]) -> None:
+        self.series = series
+        self.url = "http://fake"
+
+    def get(self, endpoint: str, params: Any = ()) -> Any:
+        assert endpoint == "series", endpoint
+        return self.series
+
+
+def test_variables_resolve_as_grafana_would_and_an_empty_one_only_when_allowed(
+        dashboards: dict[str, dict[str, Any]]) -> None:
+    from cephscope.dashboards.queries import NO_VALUE, resolve_variables
+
+    overview = dashboards["cephscope-sweep-overview"]
+    osds = [{"run": "r1", "job": "cephscope-exporter", "instance": "h1:9967",
+             "ceph_daemon": f"osd.{i}", "host": "h1"} for i in range(3)]
+    api = _SeriesAPI(osds)
+    with pytest.raises(ValueError, match="has no values"):  # no MDS: its variable is empty
+        resolve_variables(api, overview, "r1", 0.0, 1.0)  # type: ignore[arg-type]
+    values = resolve_variables(api, overview, "r1", 0.0, 1.0, allow_empty=True)  # type: ignore[arg-type]
+    assert values["run"] == "r1"
+    empty = [name for name, value in values.items() if value == NO_VALUE]
+    assert empty and all(not v.selector or "osd" not in v.selector
+                         for v in variable_queries(overview) if v.name in empty)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from cephscope.deploy.stack import ALERTS_DIR, EXPORTER_JOB, NODE_JOB, RUNNER_JOB, Stack
@@ -148,3 +149,37 @@ def test_exporter_image_and_compose_service_run_as_the_ceph_user_not_root() -> N
     assert proc.returncode == 0, proc.stderr
     exporter = yaml.safe_load(proc.stdout)["services"]["cephscope-exporter"]
     assert exporter["user"] == "167:167"
+
+
+def test_prometheus_3_stack_stores_the_exporters_histograms_native(tmp_path: Path) -> None:
+    """Prometheus 3's stack converts the exporter job's classic histograms to native ones with
+    custom buckets, and turns on the feature 3.5 needs to keep them at all; promtool 3.5
+    accepts the config. Prometheus 2 stays classic and refuses native."""
+    from cephscope.deploy.stack import NATIVE_HISTOGRAMS_FEATURE, StackError
+    from tests.unit.prometheus3_tools import promtool3
+
+    targets = tmp_path / "targets"
+    targets.mkdir()
+    (targets / "exporter.json").write_text('[{"targets": ["10.0.0.1:9967"]}]')
+    stack = Stack(tmp_path / "s", port_base=23000, targets_dir=targets, prometheus_release="3")
+    assert stack.native_histograms
+    config = stack.prometheus_config()
+    jobs = {j["job_name"]: j for j in config["scrape_configs"]}
+    assert jobs[EXPORTER_JOB]["convert_classic_histograms_to_nhcb"] is True
+    # only the exporter's histograms: Prometheus' own and node_exporter's stay as they are
+    assert [n for n, j in jobs.items() if "convert_classic_histograms_to_nhcb" in j] == [EXPORTER_JOB]
+    prometheus = next(c for c in stack._components() if c.name == "prometheus")
+    assert NATIVE_HISTOGRAMS_FEATURE in stack._argv(prometheus)
+    path = tmp_path / "prometheus.yml"
+    path.write_text(yaml.safe_dump(config))
+    proc = promtool3("check", "config", str(path), binds=(tmp_path,))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    classic3 = Stack(tmp_path / "c", port_base=23000, asok_dir=tmp_path, prometheus_release="3",
+                     native_histograms=False)
+    assert "convert_classic_histograms_to_nhcb" not in str(classic3.prometheus_config())
+    classic2 = Stack(tmp_path / "two", port_base=23000, asok_dir=tmp_path)
+    assert not classic2.native_histograms
+    assert NATIVE_HISTOGRAMS_FEATURE not in classic2._argv(prometheus)
+    with pytest.raises(StackError, match="native histograms need --prometheus-release 3"):
+        Stack(tmp_path / "bad", port_base=23000, native_histograms=True)
