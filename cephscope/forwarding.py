@@ -41,7 +41,7 @@ FORWARDED_SERIES: tuple[str, ...] = (
     "ceph_osd_op(_r|_w|_rw)?",
     "ceph_osd_op(_r|_w|_rw)?_latency_(sum|count)",
     "ceph_bluefs_bytes_written_(sst|wal)",
-    "ceph_bluestore_(commit_lat|kv_flush_lat|kv_sync_lat|state_aio_wait_lat)_(sum|count)",
+    "ceph_bluestore_(commit_lat|txc_commit_lat|kv_flush_lat|kv_sync_lat|state_aio_wait_lat)_(sum|count)",
     "ceph_bluestore_onode_(hits|misses)",
     # CephFS (MDS) and RGW panels and per-step figures (a handful of daemons, not per OSD)
     "ceph_mds_(caps|inodes|inodes_with_caps|log_evadd|server_handle_client_request"
