@@ -18,6 +18,8 @@ does the same), e.g. Tentacle's per-user and per-bucket RGW op counters (with
     ceph_rgw_op_per_bucket_put_obj_ops{instance_id="a",bucket="b1"} 4
 
 Daemons without the command (Pacific) are remembered per daemon life and not asked again.
+The schema is kept per daemon life and read again when the dump holds a labeled entry it does
+not list: a gateway makes its per-bucket and per-user entries as buckets and users are used.
 """
 
 from __future__ import annotations
@@ -89,6 +91,25 @@ def plan_from_counter_schema(schema: Any, priority: int) -> tuple[_Series, ...]:
     return tuple(series)
 
 
+def labeled_entries(reply: Any) -> frozenset[tuple[str, tuple[tuple[str, str], ...]]]:
+    """(key, labels) of every labeled entry of a ``counter dump`` or ``counter schema`` reply."""
+    if not isinstance(reply, dict):
+        return frozenset()
+    return frozenset((key, labels) for key, entries in reply.items() if isinstance(entries, list)
+                     for entry in entries if isinstance(entry, dict)
+                     if (labels := _labels_key(entry.get("labels"))))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one daemon life's schema says: the series to export and every labeled entry it
+    listed (those with no counter at the priority too)."""
+
+    pid: int | None
+    series: tuple[_Series, ...]
+    entries: frozenset[tuple[str, tuple[tuple[str, str], ...]]]
+
+
 class LabeledPerfCollector(DaemonCollector):
     name = "labeled"
     help = "labeled perf counters from counter dump/counter schema (Reef and later)"
@@ -101,8 +122,8 @@ class LabeledPerfCollector(DaemonCollector):
                  host: HostSettings | None = None) -> None:
         super().__init__(settings, host)
         self.priority = self.settings.priority
-        # daemon -> (pid, plan); daemon -> pid of a life without `counter dump`
-        self._plans: dict[str, tuple[int | None, tuple[_Series, ...]]] = {}
+        # daemon -> its schema's plan; daemon -> pid of a life without `counter dump`
+        self._plans: dict[str, _Plan] = {}
         self._unsupported: dict[str, int | None] = {}
 
     def forget_daemon(self, daemon_name: str) -> None:
@@ -130,8 +151,10 @@ class LabeledPerfCollector(DaemonCollector):
         if not isinstance(dump, dict):
             raise ValueError(f"{name}: counter dump is not an object")
         cached = self._plans.get(name)
-        if cached is None or cached[0] != pid:
-            cached = (pid, plan_from_counter_schema(session.command("counter schema"), self.priority))
+        if cached is None or cached.pid != pid or not labeled_entries(dump) <= cached.entries:
+            schema = session.command("counter schema")
+            cached = _Plan(pid, plan_from_counter_schema(schema, self.priority),
+                           labeled_entries(schema))
             self._plans[name] = cached
         values: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, Any]] = {}
         for key, entries in dump.items():
@@ -139,7 +162,7 @@ class LabeledPerfCollector(DaemonCollector):
                 for entry in entries:
                     if isinstance(entry, dict) and isinstance(entry.get("counters"), dict):
                         values[(key, _labels_key(entry.get("labels")))] = entry["counters"]
-        for series in cached[1]:
+        for series in cached.series:
             counters = values.get((series.key, series.labels))
             if counters is None or series.counter not in counters:
                 continue  # schema and dump from different lives: emit what both know
