@@ -232,8 +232,10 @@ def test_a_client_host_reaches_the_gateway_on_the_first_hosts_address(tentacle_h
     assert answer.startswith("HTTP/1.1 204") and "X-Auth-Token: AUTH_" in answer
 
 
-# One sweep, two steps, from both client hosts. swift-bench: each phase a few seconds at the
-# stack's 2 s scrapes (Tentacle's gateway did 300-700 requests/s from the two clients here).
+# One sweep, two steps, from both client hosts. swift-bench counts requests, it does not run for
+# a time: Tentacle's gateway did 320-440 PUTs/s and 480-1010 GETs/s from the two clients on a
+# quiet machine (a phase of 2.5-3 s, two scrapes or more at the stack's 1 s), 70-100/s when the
+# other test worker loads the two cores (a phase of 15-30 s).
 TENTACLE_SWEEP = """\
 cluster:
   clients: [client1, client2]
@@ -261,7 +263,7 @@ benchmarks:
     prefill: false
     log_avg_msec: 1000
 """
-PUTS, GETS = 1000, 2000
+PUTS, GETS = 600, 1300
 CLIENTS = ["client1", "client2"]
 QUICK = ("--metrics-linger", "2", "--no-drop-caches", "--quiet-gap", "0", "--idle-baseline", "0")
 
@@ -270,10 +272,10 @@ QUICK = ("--metrics-linger", "2", "--no-drop-caches", "--quiet-gap", "0", "--idl
 def tentacle_stack(tentacle_hosts: DevCluster, tmp_path_factory: pytest.TempPathFactory
                    ) -> Iterator[Stack]:
     """A stack scraping the Tentacle hosts' exporters and node_exporters through the cluster's
-    file_sd targets, every 2 s (a rate over a phase of a few seconds needs two scrapes)."""
+    file_sd targets, every second (a rate over a phase of a few seconds needs two scrapes)."""
     stack = Stack(tmp_path_factory.mktemp("tentacle-stack"),
                   port_base=free_port_base(8, avoid={tentacle_hosts.port_base}),
-                  targets_dir=tentacle_hosts.state_dir / "targets", scrape_interval_seconds=2)
+                  targets_dir=tentacle_hosts.state_dir / "targets", scrape_interval_seconds=1)
     try:
         stack.up()
         stack.wait_for_series('count(up{job="cephscope-exporter"} == 1) == 2', timeout=90)
@@ -299,7 +301,8 @@ def tentacle_sweep(tentacle_hosts: DevCluster, tentacle_stack: Stack,
     run = run_sweep(tentacle_hosts, tentacle_stack, spec,
                     tmp_path_factory.mktemp("tentacle-runs") / "run", timeout=600,
                     extra_args=QUICK)
-    report = write_report(run.run_dir, tentacle_stack.prometheus_url)
+    # no plots (test_fio_endpoints_live draws fio's series): the tables and figures
+    report = write_report(run.run_dir, tentacle_stack.prometheus_url, plots=False)
     steps = {r["benchmark"]: r["step"] for r in run.steps}
     return TentacleRun(run, report, steps["swiftbench"], steps["fio"])
 
@@ -380,7 +383,6 @@ def test_cephfs_fuse_on_both_client_hosts_on_tentacle_with_its_report(
     (row,) = [r for r in tentacle_sweep.report.rows if r.step.id == step]
     found = step_series_of(row, run.run_dir)
     assert found is not None and len(found.fio_iops) >= 3 and found.osd_ops, step
-    assert any(p.name.startswith(f"fio-series-{step}") for p in tentacle_sweep.report.plots)
     # the MDS served the step (its request rate recorded with the step's labels); nothing left
     # mounted (the clients are network namespaces: their mounts are this machine's)
     mds = step_maxima(stack, names.STEP_MDS_REQUESTS, run.run_id, [step])

@@ -20,13 +20,14 @@ from cephscope.deploy.stack import Stack
 from cephscope.runner.report.build import write_report
 from tests.live.sweeps import REPO, gateway_figures, prometheus_get, run_sweep
 
-# Each phase long enough for two scrapes at 5 s on a gateway doing 50-250 requests/s.
+# The GET phase long enough for two scrapes at 5 s on a gateway doing 50-250 requests/s (the
+# PUT and DEL phases may be shorter: only the GET figure is compared).
 SPEC = """\
 benchmarks:
   swiftbench:
     op_size: 4096
     concurrent_ops: 8
-    put_count: 1500
+    put_count: 800
     get_count: 3000
     containers: 2
 """
@@ -56,7 +57,7 @@ def test_swiftbench_phases_against_the_gateway(devcluster: DevCluster, stack: St
     by_mode = {r["mode"]: r for r in result["results"]}
     assert list(by_mode) == ["put", "get", "del"]
     assert (by_mode["put"]["ops"], by_mode["get"]["ops"], by_mode["del"]["ops"]) == \
-        (1500, 3000, 1500)
+        (800, 3000, 800)
     assert all(r["iops"] > 0 and r["extra"]["failed_requests"] == 0 for r in by_mode.values())
     windows = result["timestamps"]["modes"]
     assert windows["put"]["end"] <= windows["get"]["start"] <= windows["get"]["end"] \
