@@ -95,7 +95,9 @@ class ClusterBootstrap:
                        *layout.service_names()]
             network = ConfNetwork(layout.host_plan.public_subnet, layout.host_plan.cluster_subnet,
                                   {d: layout.asok_dir_of(layout.host_of(d).name) for d in daemons})
-        gateway = ConfGateway(RGW_NAME, f"{layout.rgw_addr}:{layout.rgw_port}") if layout.rgw else None
+        gateway = (ConfGateway(RGW_NAME, f"{layout.rgw_addr}:{layout.rgw_port}",
+                               layout.release_spec_field("gateway_flags"))
+                   if layout.rgw else None)
         layout.conf_path.write_text(render_conf(
             layout.state_dir, fsid, layout.mon_addr, layout.mon_port, layout.msgr_port_range,
             layout.osd_size_gib, network, mds=layout.mds, gateway=gateway))

@@ -36,6 +36,7 @@ from cephscope.deploy.cluster_layout import (
 )
 from cephscope.deploy.cluster_parts import ClusterParts, PartsFactory, process_parts
 from cephscope.deploy.cluster_services import CEPHFS_NAME
+from cephscope.deploy.daemon_supervisor import GATEWAY_PREFIX
 from cephscope.deploy.hostdaemons import HostDaemons
 from cephscope.deploy.hosts import HostPlan
 from cephscope.deploy.placement import DevHost, Placement, Release
@@ -43,6 +44,12 @@ from cephscope.deploy.rgw_access import RgwAccess
 from cephscope.deploy.rootfs import ceph_version_of
 
 __all__ = ["ClusterState", "DevCluster", "DevClusterError", "OsdBacking", "RgwAccess", "default_state_dir"]
+
+# How long a stopped daemon has to exit before SIGKILL. Tentacle's radosgw, once its frontend
+# is down, waits ~25 s on SIGTERM for its idle dedup background thread; a dev cluster's gateway
+# holds nothing that needs a clean exit (its state is in RADOS).
+DAEMON_STOP_SECONDS = 30.0
+GATEWAY_STOP_SECONDS = 5.0
 
 
 class DevCluster:
@@ -286,8 +293,12 @@ class DevCluster:
             list(pool.map(lambda name: self.daemons.start(name, env), names))
 
     def _stop_in_parallel(self, names: Sequence[str]) -> list[bool]:
+        def stop(name: str) -> bool:
+            gateway = name.startswith(GATEWAY_PREFIX)
+            return self.daemons.stop(name, GATEWAY_STOP_SECONDS if gateway else DAEMON_STOP_SECONDS)
+
         with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
-            return list(pool.map(self.daemons.stop, names))
+            return list(pool.map(stop, names))
 
     # ---- health (deploy/cluster_health.py) -------------------------------------------------
 

@@ -22,6 +22,8 @@ class ConfGateway:
 
     name: str
     endpoint: str  # ADDR:PORT
+    # boolean options turned on in its section (the release's `gateway_flags`)
+    flags: tuple[str, ...] = ()
 
 
 def dev_global_settings(chooseleaf: int) -> str:
@@ -126,6 +128,7 @@ admin_socket = {asok_dirs.pop(gateway.name, Path(s, "run"))}/$cluster-$name.asok
 log_file = {s}/log/$cluster-$name.log
 rgw_frontends = beast endpoint={gateway.endpoint}
 """
+        conf += "".join(f"{flag} = true\n" for flag in gateway.flags)
     for daemon, asok_dir in sorted(asok_dirs.items()):
         conf += f"\n[{daemon}]\nadmin_socket = {asok_dir}/$cluster-$name.asok\n"
     return conf

@@ -74,6 +74,9 @@ class ReleaseSpec:
     admin_key_args: tuple[str, ...] = ()
     # Extra monmaptool arguments for the dev cluster's first monmap.
     monmap_args: tuple[str, ...] = ()
+    # Boolean gateway options this release has (and defaults to false) that the dev cluster's
+    # gateway turns on.
+    gateway_flags: tuple[str, ...] = ()
 
 
 RELEASES: dict[str, ReleaseSpec] = {
@@ -98,6 +101,9 @@ RELEASES: dict[str, ReleaseSpec] = {
             "AUTH_INSECURE_KEYS_ALLOWED",
             "AUTH_INSECURE_KEYS_CREATABLE",
         ),
+        # Squid and later: the labeled per-user and per-bucket op counters (rgw_op_per_user,
+        # rgw_op_per_bucket) exist only with their caches on (src/common/options/rgw.yaml.in).
+        gateway_flags=("rgw_user_counters_cache", "rgw_bucket_counters_cache"),
     ),
 }
 

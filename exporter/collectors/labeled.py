@@ -21,7 +21,8 @@ does the same), e.g. Tentacle's per-user and per-bucket RGW op counters (with
 Keys matched by ``--collector.labeled.exclude-collections`` are not exported: by default the
 messenger's per-worker entries and Tentacle's per-level scrub entries (docs/metrics.md, *Series
 per OSD*). Daemons without the command (Pacific) are remembered per daemon life and not asked
-again.
+again. The schema is kept per daemon life and read again when the dump holds a labeled entry it
+does not list: a gateway makes its per-bucket and per-user entries as buckets and users are used.
 """
 
 from __future__ import annotations
@@ -113,6 +114,25 @@ def plan_from_counter_schema(schema: Any, priority: int,
     return tuple(series)
 
 
+def labeled_entries(reply: Any) -> frozenset[tuple[str, tuple[tuple[str, str], ...]]]:
+    """(key, labels) of every labeled entry of a ``counter dump`` or ``counter schema`` reply."""
+    if not isinstance(reply, dict):
+        return frozenset()
+    return frozenset((key, labels) for key, entries in reply.items() if isinstance(entries, list)
+                     for entry in entries if isinstance(entry, dict)
+                     if (labels := _labels_key(entry.get("labels"))))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one daemon life's schema says: the series to export and every labeled entry it
+    listed (those with no counter at the priority too)."""
+
+    pid: int | None
+    series: tuple[_Series, ...]
+    entries: frozenset[tuple[str, tuple[tuple[str, str], ...]]]
+
+
 class LabeledPerfCollector(DaemonCollector):
     name = "labeled"
     help = "labeled perf counters from counter dump/counter schema (Reef and later)"
@@ -127,8 +147,8 @@ class LabeledPerfCollector(DaemonCollector):
         self.priority = self.settings.priority
         self.excluded = exclusion_regex(self.settings.exclude_collections,
                                         "--collector.labeled.exclude-collections")
-        # daemon -> (pid, plan); daemon -> pid of a life without `counter dump`
-        self._plans: dict[str, tuple[int | None, tuple[_Series, ...]]] = {}
+        # daemon -> its schema's plan; daemon -> pid of a life without `counter dump`
+        self._plans: dict[str, _Plan] = {}
         self._unsupported: dict[str, int | None] = {}
 
     def forget_daemon(self, daemon_name: str) -> None:
@@ -156,9 +176,11 @@ class LabeledPerfCollector(DaemonCollector):
         if not isinstance(dump, dict):
             raise ValueError(f"{name}: counter dump is not an object")
         cached = self._plans.get(name)
-        if cached is None or cached[0] != pid:
-            cached = (pid, plan_from_counter_schema(session.command("counter schema"), self.priority,
-                                                    self.excluded))
+        if cached is None or cached.pid != pid or not labeled_entries(dump) <= cached.entries:
+            # the entries are the schema's own, excluded ones too: they are known, not new
+            schema = session.command("counter schema")
+            cached = _Plan(pid, plan_from_counter_schema(schema, self.priority, self.excluded),
+                           labeled_entries(schema))
             self._plans[name] = cached
         values: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, Any]] = {}
         for key, entries in dump.items():
@@ -166,7 +188,7 @@ class LabeledPerfCollector(DaemonCollector):
                 for entry in entries:
                     if isinstance(entry, dict) and isinstance(entry.get("counters"), dict):
                         values[(key, _labels_key(entry.get("labels")))] = entry["counters"]
-        for series in cached[1]:
+        for series in cached.series:
             counters = values.get((series.key, series.labels))
             if counters is None or series.counter not in counters:
                 continue  # schema and dump from different lives: emit what both know

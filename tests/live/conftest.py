@@ -3,7 +3,8 @@ free ports (each worker its own range).
 
 Fixtures:
 - `devcluster`: a started `DevCluster` (HEALTH_OK, pools created) in a tmp state dir, with an
-  MDS (file system `cephfs`) and a RADOS gateway (`rgw_access()`).
+  MDS (file system `cephfs`) and a RADOS gateway (`rgw_access()`): the CephFS and RGW modules
+  (fio on cephfs-fuse, swift-bench, the dashboards' service traffic) share it.
 - `devcluster6`: the same with 6 OSDs, per module.
 - `stack`: a started `Stack` scraping that cluster's exporter, node_exporter, and the runner
   endpoint on `stack.runner_port`; `stack.webhook` records what Alertmanager sends to the
@@ -41,9 +42,9 @@ SLOWEST_FIRST = (
     # last test takes it down: the knobs module goes first
     "test_multihost_knobs_live", "test_multihost_live", "test_search_live",
     "test_fio_endpoints_live", "test_study_examples_live", "test_lost_cluster_live",
-    "test_rgw_bench_live", "test_releases_live",
+    "test_devcluster_services_live", "test_releases_live",
     "test_recovery_live", "test_crash_live", "test_release_sweep_live", "test_fresh_install_live",
-    "test_devcluster_services_live",
+    "test_rgw_bench_live",
 )
 
 

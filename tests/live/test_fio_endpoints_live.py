@@ -1,26 +1,25 @@
-"""CBT's fio benchmark for real on the session cluster and stack: a sweep on rbd-fuse
-endpoints and one on cephfs-fuse endpoints, each with its report (fio's own time series beside
-Prometheus'), every FUSE mount gone afterwards; a runner SIGKILLed mid-step leaves its mount,
-which `--resume` unmounts; rawfio on a loop device, and an OSD's device refused before any
-change. (librbd endpoints across the multi-host cluster's clients: test_multihost_live.py.)"""
+"""CBT's fio benchmark for real on the session cluster (with its MDS) and stack: a sweep on
+rbd-fuse endpoints and one on cephfs-fuse endpoints, each with its report (fio's own time series
+beside Prometheus'), the MDS's series recorded for each cephfs-fuse step, every FUSE mount gone
+afterwards; a runner SIGKILLed mid-step leaves its mount, which `--resume` unmounts; rawfio on a
+loop device, and an OSD's device refused before any change. (librbd endpoints across the
+multi-host cluster's clients: test_multihost_live.py; cephfs-fuse across Tentacle's namespace
+clients: test_devcluster_services_live.py.)"""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from cephscope.dashboards.rule_names import STEP_MDS_REQUESTS
 from cephscope.deploy.devcluster import DevCluster
 from cephscope.runner.report.build import load_rows, write_report
 from cephscope.runner.report.fio_series import step_series_of
-from tests.live.conftest import free_port_base
 from tests.live.sweep_kill import run_sweep_until_step_then_kill
-from tests.live.sweeps import REPO
+from tests.live.sweeps import REPO, step_maxima
 
 RBD_FUSE = """\
 client_endpoints:
@@ -143,37 +142,23 @@ def test_rbd_fuse_sweep_with_its_report(devcluster: DevCluster, stack: Any,
         assert result["results"][0]["extra"]["processes"] == 2
 
 
-@pytest.fixture(scope="module")
-def cephfs_cluster(request: pytest.FixtureRequest,
-                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
-    """A dev cluster with an MDS and the filesystem `cephfs`: the suite's shared one with
-    services when it has one (`devcluster_services`), else a 1-OSD one for this module."""
-    try:
-        yield request.getfixturevalue("devcluster_services")
-        return
-    except pytest.FixtureLookupError:
-        pass
-    cluster = DevCluster(tmp_path_factory.mktemp("fio-cephfs"), port_base=free_port_base(100),
-                         num_osds=1, osd_size_gib=4, mds=True)
-    try:
-        cluster.up()
-        yield cluster
-    finally:
-        if cluster.state_file.exists():
-            cluster.purge()
-
-
-def test_cephfs_fuse_sweep_with_its_report(cephfs_cluster: DevCluster, tmp_path: Path) -> None:
-    cluster = cephfs_cluster
+def test_cephfs_fuse_sweep_with_its_report(devcluster: DevCluster, stack: Any,
+                                           tmp_path: Path) -> None:
+    cluster = devcluster
     fs_before = cluster.ceph_json("fs", "ls")
     assert [f["name"] for f in fs_before] == [cluster.cephfs_name]
     run_dir = tmp_path / "run"
-    out = sweep(cluster, CEPHFS_FUSE, run_dir)
+    out = sweep(cluster, CEPHFS_FUSE, run_dir, stack)
     # the data pool of the cephfs_data profile went into the filesystem for the run
     assert "filesystem cephfs: the step's files go to pool cephscope-rep1-cephfs-data" in out
-    figures = check_report(run_dir, None)
+    figures = check_report(run_dir, stack.prometheus_url)
+    # the MDS served each step: its request rate recorded with the step's labels
+    run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
+    mds = step_maxima(stack, STEP_MDS_REQUESTS, run_id, [f["step"] for f in figures])
+    for figure in figures:
+        figure["mds_req_s"] = round(mds.get(figure["step"], 0))
     print(f"\nlive fio cephfs-fuse: {figures}")
-    assert all(f["iops"] > 0 for f in figures)
+    assert all(f["iops"] > 0 and f["mds_req_s"] > 0 for f in figures), (figures, mds)
     for step in json.loads((run_dir / "run.json").read_text())["steps"]:
         step_dir = run_dir / f"step-{step['id']}"
         assert json.loads((step_dir / "precondition.json").read_text())["iops"] > 0

@@ -137,7 +137,7 @@ class RecordingDaemons:
 
     def stop(self, daemon: str, timeout: float = 30) -> bool:
         was_running = self.running.pop(daemon, None) is not None
-        self.journal.add("stop", daemon, was_running)
+        self.journal.add("stop", daemon, was_running, timeout)
         return was_running
 
     def pid(self, daemon: str) -> int | None:

@@ -111,6 +111,11 @@ class FakeDaemon:
         self._thread = threading.Thread(target=self._serve, name=f"fake-{path.name}", daemon=True)
         self._thread.start()
 
+    def replace_responses(self, responses: dict[str, bytes]) -> None:
+        """Answer with `responses` from now on (the same daemon, later in its life)."""
+        self.responses = responses
+        self._compact.clear()
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)

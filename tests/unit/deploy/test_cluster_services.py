@@ -13,6 +13,7 @@ from cephscope.deploy.cluster_bootstrap import ClusterBootstrap
 from cephscope.deploy.cluster_commands import ClusterCommands
 from cephscope.deploy.cluster_layout import ClusterLayout, DevClusterError
 from cephscope.deploy.cluster_services import ClusterServices, write_keyring
+from cephscope.deploy.placement import Release
 from tests.unit.devcluster_fakes import FakeRunner, Journal, RecordingDaemons, RecordingHealth, RecordingLoops
 
 
@@ -47,6 +48,19 @@ def test_the_conf_gives_the_mds_and_gateway_their_dirs_keyrings_and_frontend(tmp
     assert gateway["rgw_data"] == f"{s}/rgw/$cluster-$id" and gateway["keyring"] == "$rgw_data/keyring"
     assert layout.rgw_data == s / "rgw" / "ceph-rgw.a"  # $id of client.rgw.a is rgw.a
     assert conf["client"]["admin_socket"] == ""  # short-lived tools still leave no socket
+
+
+def test_the_gateway_turns_on_the_labeled_op_counters_of_releases_that_have_them(
+        tmp_path: Path) -> None:
+    flags = ("rgw_user_counters_cache", "rgw_bucket_counters_cache")
+    for release, expected in (("host", None), ("reef", None), ("tentacle", "true")):
+        layout = ClusterLayout.resolve(tmp_path / release, port_base=21000, rgw=True)
+        layout.release = Release(release, None if release == "host" else tmp_path / "root")
+        maker, _ = parts(layout, Journal())
+        maker.new_state("file")
+        maker.write_conf("f")
+        gateway = sections(layout.conf_path.read_text())["client.rgw.a"]
+        assert [gateway.get(flag) for flag in flags] == [expected, expected], release
 
 
 def test_without_services_the_conf_is_as_before(tmp_path: Path) -> None:

@@ -313,6 +313,9 @@ def test_down_stops_the_gateway_and_mds_before_the_osds(tmp_path: Path) -> None:
     stops = [e[1] for e in journal.kinds("stop")]
     assert sorted(stops[:2]) == ["client.rgw.a", "mds.a"]
     assert sorted(stops[2:5]) == list(OSDS) and stops[5:] == ["mgr.x", "mon.a"]
+    # the gateway gets a short grace before SIGKILL (Tentacle's waits ~25 s for nothing)
+    grace = {e[1]: e[3] for e in journal.kinds("stop")}
+    assert grace["client.rgw.a"] == 5 and {grace[n] for n in grace if n != "client.rgw.a"} == {30}
     assert not (cluster.asok_dir / "ceph-client.rgw.a.asok").exists()
     assert (cluster.state_dir / "rgw.json").exists()  # `down` keeps the data; purge removes it
     cluster.purge()

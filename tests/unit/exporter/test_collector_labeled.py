@@ -95,3 +95,43 @@ def test_pacific_refuses_once_and_is_not_asked_again(tmp_path: Path) -> None:
         cluster.stop()
     asked = [r.get("prefix") for r in daemon.requests]
     assert asked.count("counter dump") == 1
+
+
+def without_buckets(reply: bytes) -> bytes:
+    """A gateway's counter dump or schema from before any bucket was used."""
+    parsed = json.loads(reply)
+    parsed.pop("rgw_op_per_bucket")
+    return json.dumps(parsed).encode()
+
+
+def test_a_gateways_buckets_used_after_its_schema_was_read_are_exported(tmp_path: Path) -> None:
+    """A real Tentacle gateway (per-bucket counters on): its schema read when it had no bucket
+    entry, then buckets used in the same life: the next scrape reads the schema again and
+    exports them; a scrape with nothing new does not read it."""
+    capture = load_capture(capture_dir("services_load", "rgw.a", "20.2.4"))
+    buckets = {e["labels"]["bucket"]: e["counters"]["put_obj_ops"]
+               for e in json.loads(capture["counter_dump.json"])["rgw_op_per_bucket"]}
+    assert len(buckets) >= 2
+    (tmp_path / "run").mkdir()
+    before = {**capture, **{name: without_buckets(capture[name])
+                            for name in ("counter_dump.json", "counter_schema.json")}}
+    daemon = FakeDaemon(tmp_path / "run" / "ceph-client.rgw.a.asok", before)
+    args = exporter_args(tmp_path / "run", "--collector.disable-defaults", "--collector.labeled")
+    scraper = Scraper(enabled_collectors(args), settings_from_args(args))
+
+    def per_bucket() -> dict[str, float]:
+        samples = parse_samples(render(scraper.scrape(time.monotonic() + 10)).decode())
+        assert samples['cephscope_scrape_collector_success{collector="labeled"}'] == 1
+        prefix = 'ceph_rgw_op_per_bucket_put_obj_ops{instance_id="a",bucket="'
+        return {k[len(prefix):-2]: v for k, v in samples.items() if k.startswith(prefix)}
+
+    try:
+        assert per_bucket() == {}
+        daemon.replace_responses(capture)  # the same daemon, its buckets now used
+        assert per_bucket() == buckets
+        assert per_bucket() == buckets
+        scraper.close()
+    finally:
+        daemon.stop()
+    asked = [r.get("prefix") for r in daemon.requests]
+    assert asked.count("counter dump") == 3 and asked.count("counter schema") == 2
