@@ -482,18 +482,22 @@ def osd_internals(cfg: MixinConfig) -> dict[str, Any]:
         .with_panel(
             timeseries(
                 "Op latency p50 per OSD",
-                [_osd_quantile(0.5, "ceph_daemon")],
+                [Query(f"{names.OSD_OP_LATENCY_P50}{sel(OSD_SEL)}", "p50 {{ceph_daemon}}")],
                 "s",
-                "From the exporter's latency histograms, all op types.",
+                "From the exporter's latency histograms, all op types, over the recording "
+                "rules' window: one recorded series per OSD, where a quantile over every "
+                "OSD's buckets took 2 s at 1,000 OSDs (docs/scale.md).",
                 width=8,
             )
         )
         .with_panel(
             timeseries(
                 "Op latency p99 per OSD",
-                [_osd_quantile(0.99, "ceph_daemon")],
+                [Query(f"{names.OSD_OP_LATENCY_P99}{sel(OSD_SEL)}", "p99 {{ceph_daemon}}")],
                 "s",
-                "From the exporter's latency histograms, all op types.",
+                "From the exporter's latency histograms, all op types, over the recording "
+                "rules' window: one recorded series per OSD, where a quantile over every "
+                "OSD's buckets took 2 s at 1,000 OSDs (docs/scale.md).",
                 width=8,
             )
         )
