@@ -42,7 +42,7 @@ from cephscope.runner.benchmarks.base import (
     Slot,
 )
 from cephscope.runner.benchmarks.paramcheck import parse_size, positive, type_problems
-from cephscope.runner.benchmarks.phased import PhasedBenchmark, read_output
+from cephscope.runner.benchmarks.phased import PhasedBenchmark, match_phases, read_output
 from cephscope.runner.benchmarks.swift_containers import remove_containers
 from cephscope.runner.rgw_endpoint import RgwEndpoint
 
@@ -103,19 +103,8 @@ def step_modes(test: str) -> list[tuple[str, str]]:
 
 def results_per_test(text: str, test: str) -> dict[str, GetputLine]:
     """step mode -> the result line of that test in one process's output."""
-    order = step_modes(test)
-    counts: dict[str, int] = {}
-    found = {}
-    for raw in text.splitlines():
-        line = parse_result_line(raw)
-        if line is None:
-            continue
-        letter = OUTPUT_NAMES[line.test]
-        counts[letter] = counts.get(letter, 0) + 1
-        names = [name for lt, name in order if lt == letter]
-        if counts[letter] <= len(names):
-            found[names[counts[letter] - 1]] = line
-    return found
+    lines = (line for line in map(parse_result_line, text.splitlines()) if line is not None)
+    return match_phases(step_modes(test), ((OUTPUT_NAMES[line.test], line) for line in lines))
 
 
 def result_from_lines(mode: str, lines: Sequence[GetputLine]) -> BenchResult:

@@ -48,7 +48,7 @@ from cephscope.runner.benchmarks.base import (
     Slot,
 )
 from cephscope.runner.benchmarks.paramcheck import parse_size, positive, type_problems
-from cephscope.runner.benchmarks.phased import PhasedBenchmark, read_output
+from cephscope.runner.benchmarks.phased import PhasedBenchmark, match_phases, read_output
 from cephscope.runner.benchmarks.toolproc import ToolCommand, run_tools
 from cephscope.runner.rgw_endpoint import RgwEndpoint
 
@@ -119,19 +119,10 @@ def step_modes(modes: str, loops: int) -> list[tuple[str, str]]:
 
 def phase_totals(text: str, modes: str, loops: int) -> dict[str, HsbenchStat]:
     """step mode -> the TOTAL line of that phase in one process's log."""
-    order = step_modes(modes, loops)
-    counts: dict[str, int] = {}
-    found = {}
-    for line in text.splitlines():
-        stat = parse_stat(line)
-        if stat is None or not stat.total or stat.mode not in HSBENCH_MODE_NAMES:
-            continue
-        letter = HSBENCH_MODE_NAMES[stat.mode]
-        counts[letter] = counts.get(letter, 0) + 1
-        names = [name for lt, name in order if lt == letter]
-        if counts[letter] <= len(names):
-            found[names[counts[letter] - 1]] = stat
-    return found
+    totals = (stat for stat in map(parse_stat, text.splitlines())
+              if stat is not None and stat.total and stat.mode in HSBENCH_MODE_NAMES)
+    return match_phases(step_modes(modes, loops),
+                        ((HSBENCH_MODE_NAMES[stat.mode], stat) for stat in totals))
 
 
 def result_from_totals(mode: str, totals: Sequence[HsbenchStat]) -> BenchResult:

@@ -23,9 +23,9 @@ import abc
 import functools
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from cephscope.host_commands import which_here
 from cephscope.runner.benchmarks.base import (
@@ -367,3 +367,21 @@ def read_output(path: Path) -> str:
         return path.read_text(errors="replace")
     except OSError as exc:
         raise BenchmarkError(f"cannot read output {path}: {exc.strerror}") from exc
+
+
+Result = TypeVar("Result")
+
+
+def match_phases(order: Sequence[tuple[str, str]],
+                 results: Iterable[tuple[str, Result]]) -> dict[str, Result]:
+    """step mode -> result: the n-th result of a kind (a tool's letter for a test) goes to the
+    n-th step mode of that kind in `order` ((letter, step mode) pairs in run order); results
+    beyond the modes of their kind are ignored."""
+    counts: dict[str, int] = {}
+    found: dict[str, Result] = {}
+    for letter, result in results:
+        counts[letter] = counts.get(letter, 0) + 1
+        names = [name for kind, name in order if kind == letter]
+        if counts[letter] <= len(names):
+            found[names[counts[letter] - 1]] = result
+    return found
